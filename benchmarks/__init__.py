@@ -1,0 +1,1 @@
+"""Reproducible comparisons of agents and learners: F1, EM, total and peak tokens."""

@@ -1,0 +1,21 @@
+"""MemSearchQA: a Gymnasium environment for search agents that manage their own memory (MemPO).
+
+``import mempo_env`` registers ``MemSearchQA-v0``; ``gym.make("MemSearchQA-v0")`` runs offline on
+the generated default task.
+"""
+
+from gymnasium.envs.registration import register
+
+from mempo_env.env import MemSearchQAEnv
+from mempo_env.protocol import RULES, check_trajectory, extract_answer, parse_turn
+from mempo_env.reward import exact_match, f1_score, normalize_answer, score_answer
+from mempo_env.types import Document, OracleStep, QARecord, QATask
+from mempo_env.views import full_view, mem_context, prepare_prompt, render_prompt
+
+register(id="MemSearchQA-v0", entry_point="mempo_env.env:MemSearchQAEnv")
+
+__all__ = [
+    "RULES", "Document", "MemSearchQAEnv", "OracleStep", "QARecord", "QATask", "check_trajectory",
+    "exact_match", "extract_answer", "f1_score", "full_view", "mem_context", "normalize_answer",
+    "parse_turn", "prepare_prompt", "render_prompt", "score_answer",
+]

@@ -1,0 +1,280 @@
+"""MemSearchQA-v0: multi-turn search QA where the policy may keep only its own memory.
+
+One episode = one or more questions (objectives). Each step takes one assistant response
+(``<mem>…</mem><think>…</think>`` + one action), runs the action (search, access, answer) and
+returns the chat messages the policy conditions on next: the whole history (``context="full"``) or
+the memory-forcing view of ``prepare_prompt`` (``context="memory"``). ``info`` carries both spec
+snapshots (``full_context``, ``mem_context``) at every turn, and the score and token costs at the
+end. Reward: at the final answer, the number of exactly matched sub-answers, 0 unless the whole
+trajectory passes the format gate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from mempo_env.protocol import Turn, check_trajectory, corrective_message, parse_turn
+from mempo_env.prompts import get_prompt
+from mempo_env.retrieval import Hit, Retriever, make_retriever, render_hits
+from mempo_env.reward import score_answer
+from mempo_env.spaces import ChatMessages, FreeText
+from mempo_env.tasks import resolve_task
+from mempo_env.types import Document, QARecord, QATask
+from mempo_env.views import Message, count_tokens, full_view, mem_context, prepare_prompt
+
+
+def _clip(text: str, budget: int) -> str:
+    return text if len(text) <= budget else text[: max(budget - 3, 0)] + "..."
+
+
+class MemSearchQAEnv(gym.Env[list, str]):
+    """See the module docstring. Every argument has a working offline default."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        dataset: str | Path | QATask | None = None,
+        *,
+        corpus: str | Path | None = None,
+        split: str = "train",
+        task_seed: int = 0,
+        retriever: str | Retriever | None = None,
+        cache_dir: str | Path | None = "default",
+        context: str = "memory",
+        prompt: str = "train",
+        max_turns: int = 16,
+        topk: int = 3,
+        obs_budget: int = 2000,
+        objectives: int = 1,
+        end_on_invalid: bool = False,
+        require_search: bool = True,
+        tokenizer: Any = None,
+        render_mode: str | None = None,
+    ):
+        """
+        Args:
+            dataset: ``None`` for the generated task, a name from ``mempo_env.tasks.loaders.SHARED_SETS``,
+                a question file (JSONL/JSON/parquet), or a ``QATask``.
+            corpus: the corpus file for a question file without native context paragraphs.
+            split, task_seed: which split and which world of the generated task.
+            retriever: ``None`` for in-process BM25 over the corpus, a Search-R1 ``/retrieve`` URL, or
+                any object with ``search(queries, topk)``.
+            cache_dir: where the BM25 index is cached; ``"default"`` uses ``$MEMPO_CACHE_DIR`` or
+                ``~/.cache/mempo_env``, ``None`` disables the cache.
+            context: ``"memory"`` (prepare_prompt view) or ``"full"`` (whole history) observations.
+            prompt: prompt template name (``"train"``, ``"eval"`` or a versioned name).
+            max_turns: turn budget; the episode is truncated when it runs out.
+            topk: documents per search.
+            obs_budget: characters of one tool response (search results share it equally).
+            objectives: questions per episode; answers are ``;``-separated in question order.
+            end_on_invalid: end the episode (reward 0) at the first invalid turn instead of correcting.
+            require_search: format rule 8, at least one search before the answer.
+            tokenizer: a Hugging Face tokenizer; when given, token costs (TT, PT) are reported.
+        """
+        if context not in ("memory", "full"):
+            raise ValueError(f"context must be 'memory' or 'full', not {context!r}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        for name, value in (("max_turns", max_turns), ("topk", topk), ("obs_budget", obs_budget),
+                            ("objectives", objectives)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        self.task = resolve_task(dataset, corpus=corpus, split=split, seed=task_seed)
+        if objectives > len(self.task.questions):
+            raise ValueError(f"objectives={objectives} exceeds the {len(self.task.questions)} questions")
+        self.retriever = make_retriever(retriever, self.task.corpus, cache_dir=cache_dir)
+        self.context, self.prompt = context, get_prompt(prompt)
+        self.max_turns, self.topk, self.obs_budget, self.objectives = max_turns, topk, obs_budget, objectives
+        self.end_on_invalid, self.require_search = end_on_invalid, require_search
+        self.tokenizer, self.render_mode = tokenizer, render_mode
+        self.action_space = FreeText()
+        self.observation_space = ChatMessages()
+        self._docs_by_id = {d.id: d for d in self.task.corpus}
+        self._docs_by_title: dict[str, Document] = {}
+        for d in self.task.corpus:
+            self._docs_by_title.setdefault(d.title.lower(), d)
+        self._messages: list[Message] = []
+        self._done = True
+
+    # ---- episode start -------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict]:
+        """Start an episode. ``options``: ``questions`` (a record/dict or a list of them), or
+        ``index`` (an int: that question and the next ones; or a list of ints), and ``objectives``."""
+        super().reset(seed=seed)
+        self._records = self._pick(options or {})
+        self._target = self._records[0].answers if len(self._records) == 1 else [r.answers for r in self._records]
+        questions = [r.question for r in self._records]
+        self._messages = [{"role": "system", "content": self.prompt.system},
+                          {"role": "user", "content": self.prompt.user(questions)}]
+        self._turns: list[Turn] = []
+        self._seen: dict[str, Document] = {}
+        self._n_searches = self._n_invalid = 0
+        self._cost = {"total_chars": 0, "peak_chars": 0, "total_tokens": 0, "peak_tokens": 0}
+        self._done = False
+        self._objectives = [asdict(r) for r in self._records]
+        info = {
+            "turn": 0,
+            "full_context": full_view(self._messages),
+            "mem_context": None,
+            "objectives": self._objectives,
+        }
+        return self._view(), info
+
+    def _pick(self, options: dict[str, Any]) -> list[QARecord]:
+        if "questions" in options:
+            given = options["questions"]
+            given = given if isinstance(given, list) else [given]
+            if not given:
+                raise ValueError("options['questions'] is empty")
+            return [self._as_record(q, i) for i, q in enumerate(given)]
+        k = int(options.get("objectives", self.objectives))
+        n = len(self.task.questions)
+        if not 1 <= k <= n:
+            raise ValueError(f"objectives must be between 1 and {n}, got {k}")
+        if "index" in options:
+            index = options["index"]
+            indices = [index + j for j in range(k)] if isinstance(index, int) else list(index)
+            bad = [i for i in indices if not 0 <= i < n]
+            if bad:
+                raise IndexError(f"question index {bad[0]} out of range for {n} questions")
+        else:
+            indices = self.np_random.choice(n, size=k, replace=False).tolist()
+        return [self.task.questions[i] for i in indices]
+
+    @staticmethod
+    def _as_record(q: QARecord | dict[str, Any], i: int) -> QARecord:
+        if isinstance(q, QARecord):
+            return q
+        if not isinstance(q, dict):
+            raise TypeError(f"options['questions'][{i}] must be a QARecord or a dict, not {type(q).__name__}")
+        answers = q.get("answers", q.get("golden_answers"))
+        return QARecord(str(q.get("id", f"custom-{i}")), q.get("question", ""),
+                        [answers] if isinstance(answers, str) else answers)
+
+    # ---- one turn ------------------------------------------------------------------------
+    def step(self, action: str) -> tuple[list, float, bool, bool, dict]:
+        if self._done:
+            raise RuntimeError("the episode is over (or never started): call reset() first")
+        if not isinstance(action, str):
+            raise TypeError(f"action must be a str (the model's response), not {type(action).__name__}")
+        turn = parse_turn(action)
+        seen_by_policy = self._view()
+        history = full_view(self._messages)
+        # Run the tool before touching any state, so a retriever failure can be retried.
+        reply, doc_ids = self._act(turn)
+        terminated = (turn.valid and turn.action == "answer") or (not turn.valid and self.end_on_invalid)
+
+        self._turns.append(turn)
+        self._n_invalid += not turn.valid
+        self._n_searches += turn.valid and turn.action == "search"
+        self._messages.append({"role": "assistant", "content": action})
+        if reply is not None:
+            self._messages.append({"role": "user", "content": reply})
+        self._account(seen_by_policy, action)
+        truncated = not terminated and len(self._turns) >= self.max_turns
+        self._done = terminated or truncated
+
+        info: dict[str, Any] = {
+            "turn": len(self._turns),
+            "full_context": history,
+            "mem_context": mem_context(history, turn.mem) if turn.mem is not None else None,
+            "mem": turn.mem,
+            "think": turn.think,
+            "action": turn.action,
+            "argument": turn.argument,
+            "valid": turn.valid,
+            "failed_rules": list(turn.failed),
+            "format_errors": self._n_invalid,
+            "doc_ids": doc_ids,
+            "objectives": self._objectives,
+        }
+        reward = 0.0
+        if self._done:
+            info.update(self._final(turn if terminated else None))
+            reward = float(info["score"])
+        return self._view(), reward, terminated, truncated, info
+
+    def _act(self, turn: Turn) -> tuple[str | None, list[str]]:
+        """The environment's reply to a turn and the ids of the documents it shows."""
+        if not turn.valid:
+            return corrective_message(turn), []
+        if turn.action == "search":
+            hits = self.retriever.search([turn.argument], self.topk)[0]
+            for h in hits:
+                self._seen[h.document.id] = h.document
+            per_doc = self.obs_budget // max(len(hits), 1)
+            clipped = [Hit(Document(h.document.id, h.document.title, _clip(h.document.text, per_doc)), h.score)
+                       for h in hits]
+            body = render_hits(clipped) if hits else "No results."
+            return self._tool_response(body), [h.document.id for h in hits]
+        if turn.action == "access":
+            doc = self._lookup(turn.argument)
+            if doc is None:
+                return self._tool_response(f"No document with id or title {turn.argument!r}."), []
+            return self._tool_response(render_hits([Hit(doc, 0.0)])), [doc.id]
+        return None, []
+
+    def _tool_response(self, body: str) -> str:
+        return f"<tool_response>\n{_clip(body, self.obs_budget)}\n</tool_response>"
+
+    def _lookup(self, key: str) -> Document | None:
+        """A document by id, else by title: documents this episode has seen first, then the corpus."""
+        if key in self._seen or key in self._docs_by_id:
+            return self._seen.get(key) or self._docs_by_id[key]
+        title = key.lower().strip('"')
+        seen = next((d for d in self._seen.values() if d.title.lower() == title), None)
+        return seen or self._docs_by_title.get(title)
+
+    def _account(self, prompt: list[Message], action: str) -> None:
+        """Context cost of one turn: what the policy read plus what it wrote (TT sums, PT maxes)."""
+        chars = sum(len(m["content"]) for m in prompt) + len(action)
+        self._cost["total_chars"] += chars
+        self._cost["peak_chars"] = max(self._cost["peak_chars"], chars)
+        if self.tokenizer is not None:
+            tokens = count_tokens(prompt, self.tokenizer) + len(self.tokenizer.encode(action, add_special_tokens=False))
+            self._cost["total_tokens"] += tokens
+            self._cost["peak_tokens"] = max(self._cost["peak_tokens"], tokens)
+
+    def _final(self, answer_turn: Turn | None) -> dict[str, Any]:
+        report = check_trajectory(self._turns, require_search=self.require_search)
+        answer = answer_turn.argument if answer_turn is not None else None
+        result = score_answer(answer, self._target)
+        ok = report.ok
+        final = {
+            "answer": answer,
+            "score": result.score if ok else 0,
+            "em": result.em if ok else 0.0,
+            "f1": result.f1 if ok else 0.0,
+            "correct": [c and ok for c in result.correct],
+            "format_ok": ok,
+            "format_failed": list(report.failed),
+            "n_turns": len(self._turns),
+            "n_searches": self._n_searches,
+            **self._cost,
+        }
+        if self.tokenizer is None:
+            del final["total_tokens"], final["peak_tokens"]
+        return final
+
+    # ---- views ---------------------------------------------------------------------------
+    def _view(self) -> list[Message]:
+        return prepare_prompt(self._messages) if self.context == "memory" else full_view(self._messages)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The full history so far (a copy), whatever the observation view."""
+        return full_view(self._messages)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        lines = []
+        for m in self._messages:
+            lines.append(f"--- {m['role']} ---")
+            lines.append(m["content"])
+        return "\n".join(lines) + "\n"

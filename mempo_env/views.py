@@ -1,0 +1,51 @@
+"""The two context views of spec section 3, and rendering a view for a tokenizer.
+
+Messages are plain ``{"role", "content"}`` dicts. The full history is
+``[system, user(question), assistant(turn 1), user(<tool_response> 1), assistant(turn 2), ...]``;
+environment replies use the ``user`` role so that any chat template can render them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Message = dict[str, str]
+
+
+def full_view(messages: list[Message]) -> list[Message]:
+    """Full context (ReAct / Search-R1): everything so far."""
+    return [dict(m) for m in messages]
+
+
+def prepare_prompt(messages: list[Message]) -> list[Message]:
+    """Memory-forcing view: system + question + the previous assistant turn + the newest tool reply.
+
+    Everything older is dropped, so whatever the policy did not carry in its last ``<mem>`` is gone.
+    """
+    head = [dict(m) for m in messages[:2]]
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    if last is None:
+        return head
+    return head + [dict(m) for m in messages[last : last + 2]]
+
+
+def mem_context(messages: list[Message], mem: str) -> list[Message]:
+    """System + question + this turn's memory only: the context the memory reward scores (spec 8)."""
+    return [dict(m) for m in messages[:2]] + [{"role": "assistant", "content": f"<mem>{mem}</mem>"}]
+
+
+def render_prompt(messages: list[Message], tokenizer: Any, *, add_generation_prompt: bool = True) -> str:
+    """One prompt string through the tokenizer's chat template, for agents that want text."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("the tokenizer has no chat template; set tokenizer.chat_template first")
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+
+def count_tokens(messages: list[Message], tokenizer: Any) -> int:
+    """Tokens of a view as the policy sees it: the chat-template rendering when the tokenizer has
+    one, otherwise the contents joined by newlines."""
+    if getattr(tokenizer, "chat_template", None):
+        text = render_prompt(messages, tokenizer)
+    else:
+        text = "\n".join(m["content"] for m in messages)
+    return len(tokenizer.encode(text, add_special_tokens=False))
