@@ -40,7 +40,7 @@ def previous_turn(observation: Messages) -> tuple[str, str | None, str | None, s
 
 class OracleAgent(Agent):
     """Follows each question's gold chain with real tool calls: for every hop it searches the hop's
-    query and checks that the gold document came back (with the hop's answer in it); if it did not,
+    query and checks that the gold document came back (its title is shown); if it did not,
     it opens the document with ``<access>``; if that fails too, the hop is recorded as missing and
     that question is answered "unknown". Questions without a chain get one search of the question.
     Its ``<mem>`` lists every hop resolved so far, one line each.
@@ -54,7 +54,8 @@ class OracleAgent(Agent):
         facts = {(int(m[1]), int(m[2])): m for m in map(_FACT.match, mem.splitlines()) if m}
         lines = [m.group(0) for m in facts.values()]
         pending = self._next_step(objectives, facts)
-        if pending is not None and action in ("search", "access") and argument == self._query(objectives, *pending, action):
+        tried = pending is not None and action in ("search", "access")
+        if tried and argument == self._query(objectives, *pending, action):
             step = self._step(objectives, *pending)
             if self._found(step, reply):
                 lines.append(f"Q{pending[0]}.{pending[1]}: found {step['title']}"
@@ -101,7 +102,7 @@ class OracleAgent(Agent):
     def _found(step: dict[str, Any], reply: str) -> bool:
         if step["doc_id"] is None:  # chain-less question: any result counts
             return "(Title: " in reply
-        return f"(Title: {step['title']}) " in reply and (not step.get("answer") or step["answer"] in reply)
+        return f"(Title: {step['title']}) " in reply
 
 
 def best_span(question: str, reply: str) -> str:

@@ -17,8 +17,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from mempo_env.protocol import Turn, check_trajectory, corrective_message, parse_turn
 from mempo_env.prompts import get_prompt
+from mempo_env.protocol import Turn, check_trajectory, corrective_message, parse_turn
 from mempo_env.retrieval import Hit, Retriever, make_retriever, render_hits
 from mempo_env.reward import score_answer
 from mempo_env.spaces import ChatMessages, FreeText
@@ -167,7 +167,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
         history = full_view(self._messages)
         # Run the tool before touching any state, so a retriever failure can be retried.
         reply, doc_ids = self._act(turn)
-        terminated = (turn.valid and turn.action == "answer") or (not turn.valid and self.end_on_invalid)
+        answered = turn.valid and turn.action == "answer"
+        terminated = answered or (not turn.valid and self.end_on_invalid)
 
         self._turns.append(turn)
         self._n_invalid += not turn.valid
@@ -195,7 +196,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         }
         reward = 0.0
         if self._done:
-            info.update(self._final(turn if terminated else None))
+            info.update(self._final(turn.argument if answered else None))
             reward = float(info["score"])
         return self._view(), reward, terminated, truncated, info
 
@@ -240,9 +241,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
             self._cost["total_tokens"] += tokens
             self._cost["peak_tokens"] = max(self._cost["peak_tokens"], tokens)
 
-    def _final(self, answer_turn: Turn | None) -> dict[str, Any]:
+    def _final(self, answer: str | None) -> dict[str, Any]:
         report = check_trajectory(self._turns, require_search=self.require_search)
-        answer = answer_turn.argument if answer_turn is not None else None
         result = score_answer(answer, self._target)
         ok = report.ok
         final = {

@@ -195,18 +195,21 @@ def _question(world: World, start: Entity, path: list[str]) -> QARecord:
 
 
 def generate_questions(world: World, hops: int, n: int, rng: random.Random) -> list[QARecord]:
-    """Up to ``n`` distinct ``hops``-hop questions from random non-distractor starts."""
+    """Up to ``n`` distinct ``hops``-hop questions from random non-distractor starts, each visiting
+    ``hops + 1`` different entities."""
     starts = [e for e in world.entities.values() if not e.distractor]
     seen: dict[str, QARecord] = {}
     for _ in range(n * 20):
         if len(seen) >= n:
             break
         start = rng.choice(starts)
-        path, current = [], start
+        path, visited = [], [start.id]
         for _ in range(hops):
-            phrase = rng.choice(sorted(current.facts))
+            phrase = rng.choice(sorted(world.entities[visited[-1]].facts))
             path.append(phrase)
-            current = world.entities[current.facts[phrase]]
+            visited.append(world.entities[visited[-1]].facts[phrase])
+        if len(set(visited)) < len(visited):
+            continue  # a chain that revisits an entity ("the capital of the country of C" = C) has a shortcut
         q = _question(world, start, path)
         seen.setdefault(q.id, q)
     return list(seen.values())

@@ -1,0 +1,249 @@
+"""MemSearchQA-v0: the Gymnasium API, the two views, the spec snapshots, costs, errors."""
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import mempo_env  # noqa: F401
+from mempo_env import Document, MemSearchQAEnv, QARecord, QATask
+from mempo_env.retrieval import Hit, RetrieverError
+
+DOCS = [
+    Document("d1", "Zorb", "Zorb is a film directed by Ann Lee."),
+    Document("d2", "Ann Lee", "Ann Lee was born in Tarvik."),
+    Document("d3", "Tarvik", "The mayor of Tarvik is Bo Moss."),
+]
+QUESTION = QARecord("q1", "Who is the mayor of the city where the director of Zorb was born?", ["Bo Moss"])
+TASK = QATask("toy", [QUESTION, QARecord("q2", "Who directed Zorb?", ["Ann Lee"])], DOCS)
+
+
+class TitleRetriever:
+    """Deterministic: returns the document whose title is the query, else nothing."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def search(self, queries, topk):
+        self.calls += 1
+        return [[Hit(d, 1.0) for d in DOCS if d.title == q][:topk] for q in queries]
+
+
+class DownRetriever:
+    def search(self, queries, topk):
+        raise RetrieverError("retriever at http://127.0.0.1:9 unreachable after 5 attempts")
+
+
+def toy_env(**kw) -> MemSearchQAEnv:
+    return MemSearchQAEnv(TASK, retriever=TitleRetriever(), **kw)
+
+
+def act(mem, action, arg, think="t"):
+    return f"<mem>{mem}</mem><think>{think}</think><{action}>{arg}</{action}>"
+
+
+T1 = act("start", "search", "Zorb")
+T2 = act("dir Ann Lee", "search", "Ann Lee")
+T3 = act("born Tarvik", "search", "Tarvik")
+R = {q: f"<tool_response>\nDoc 1(Title: {d.title}) {d.text}\n</tool_response>" for q, d in
+     (("Zorb", DOCS[0]), ("Ann Lee", DOCS[1]), ("Tarvik", DOCS[2]))}
+
+
+def test_check_env_passes_on_the_default_env():
+    env = gym.make("MemSearchQA-v0")
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert env.action_space.contains(T1) and not env.action_space.contains(3)
+
+
+def test_same_seed_same_question_order():
+    env = gym.make("MemSearchQA-v0")
+    def order(seed):
+        ids = [env.reset(seed=seed)[1]["objectives"][0]["id"]]
+        ids += [env.reset()[1]["objectives"][0]["id"] for _ in range(5)]
+        return ids
+    assert order(3) == order(3)
+    assert order(3) != order(4)
+
+
+def test_reset_options_pick_questions():
+    env = toy_env(objectives=2)
+    _, info = env.reset(options={"index": 0})
+    assert [o["id"] for o in info["objectives"]] == ["q1", "q2"]
+    _, info = env.reset(options={"index": [1], "objectives": 1})
+    assert [o["id"] for o in info["objectives"]] == ["q2"]
+    obs, info = env.reset(options={"questions": {"question": "Who?", "golden_answers": ["X"]}})
+    assert obs[1]["content"] == "Who?" and info["objectives"][0]["answers"] == ["X"]
+    with pytest.raises(IndexError):
+        env.reset(options={"index": 7})
+    with pytest.raises(ValueError):
+        env.reset(options={"questions": []})
+
+
+def test_multi_objective_prompt_and_scoring():
+    env = toy_env(objectives=2)
+    obs, _ = env.reset(options={"index": 0})
+    assert "Question 1: " + QUESTION.question in obs[1]["content"]
+    assert "Question 2: Who directed Zorb?" in obs[1]["content"]
+    env.step(T1)
+    _, reward, terminated, _, info = env.step(act("m", "answer", "Bo Moss; Ann Lee"))
+    assert terminated and reward == 2.0 and info["score"] == 2 and info["em"] == 1.0 and info["correct"] == [True, True]
+    env.reset(options={"index": 0})
+    env.step(T1)
+    _, reward, _, _, info = env.step(act("m", "answer", "Bo Moss; wrong"))
+    assert reward == 1.0 and info["correct"] == [True, False] and info["em"] == 0.5
+
+
+def test_hand_written_three_turn_episode_snapshots_and_views():
+    """Spec section 3 on a hand-written episode: what each view shows, what each snapshot holds."""
+    env = toy_env(context="memory")
+    obs0, info0 = env.reset(options={"index": 0})
+    system, user = obs0
+    assert obs0 == [system, user] and info0["full_context"] == obs0 and info0["mem_context"] is None
+
+    obs1, _, _, _, info1 = env.step(T1)
+    assert info1["full_context"] == [system, user]  # history before turn 1's generation
+    assert info1["mem_context"] == [system, user, {"role": "assistant", "content": "<mem>start</mem>"}]
+    assert obs1 == [system, user, {"role": "assistant", "content": T1}, {"role": "user", "content": R["Zorb"]}]
+
+    obs2, _, _, _, info2 = env.step(T2)
+    assert info2["full_context"] == obs1
+    assert info2["mem_context"][-1] == {"role": "assistant", "content": "<mem>dir Ann Lee</mem>"}
+    # Memory view: only the previous turn and the newest tool response survive.
+    assert obs2 == [system, user, {"role": "assistant", "content": T2}, {"role": "user", "content": R["Ann Lee"]}]
+
+    obs3, _, _, _, info3 = env.step(T3)
+    full_before_3 = [system, user, {"role": "assistant", "content": T1}, {"role": "user", "content": R["Zorb"]},
+                     {"role": "assistant", "content": T2}, {"role": "user", "content": R["Ann Lee"]}]
+    assert info3["full_context"] == full_before_3
+    assert info3["mem_context"] == [system, user, {"role": "assistant", "content": "<mem>born Tarvik</mem>"}]
+    assert obs3 == [system, user, {"role": "assistant", "content": T3}, {"role": "user", "content": R["Tarvik"]}]
+    assert sum("<tool_response>" in m["content"] for m in obs3) == 1
+    assert env.messages == full_before_3 + obs3[2:]
+
+    _, reward, terminated, truncated, info = env.step(act("mayor Bo Moss", "answer", "Bo Moss"))
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert info["format_ok"] and info["n_turns"] == 4 and info["n_searches"] == 3
+    assert info["doc_ids"] == [] and info1["doc_ids"] == ["d1"]
+
+
+def test_full_view_keeps_everything():
+    env = toy_env(context="full")
+    env.reset(options={"index": 0})
+    env.step(T1)
+    obs, *_ = env.step(T2)
+    assert [m["content"] for m in obs[2:]] == [T1, R["Zorb"], T2, R["Ann Lee"]]
+
+
+def test_costs_chars_and_tokens():
+    class WhitespaceTokenizer:
+        chat_template = None
+
+        def encode(self, text, add_special_tokens=False):
+            return text.split()
+
+    env = toy_env(tokenizer=WhitespaceTokenizer())
+    obs0, _ = env.reset(options={"index": 0})
+    obs1, *_ = env.step(T1)
+    *_, info = env.step(act("m", "answer", "Bo Moss"))
+    final = act("m", "answer", "Bo Moss")
+    chars = [sum(len(m["content"]) for m in obs0) + len(T1), sum(len(m["content"]) for m in obs1) + len(final)]
+    assert (info["total_chars"], info["peak_chars"]) == (sum(chars), max(chars))
+    tokens = [len("\n".join(m["content"] for m in o).split()) + len(a.split()) for o, a in ((obs0, T1), (obs1, final))]
+    assert (info["total_tokens"], info["peak_tokens"]) == (sum(tokens), max(tokens))
+    assert "total_tokens" not in toy_env().reset()[1]
+
+
+def test_invalid_turn_gets_a_correction_and_fails_the_gate():
+    env = toy_env()
+    env.reset(options={"index": 0})
+    obs, reward, terminated, truncated, info = env.step("just text")
+    assert not (terminated or truncated) and reward == 0.0
+    assert obs[-1]["content"].startswith("Invalid turn") and info["format_errors"] == 1 and not info["valid"]
+    assert info["mem_context"] is None and set(info["failed_rules"]) >= {1, 2, 3}
+    env.step(T3)
+    _, reward, terminated, _, info = env.step(act("m", "answer", "Bo Moss"))
+    assert terminated and reward == 0.0 and info["score"] == 0 and not info["format_ok"] and 1 in info["format_failed"]
+
+
+def test_end_on_invalid():
+    env = toy_env(end_on_invalid=True)
+    env.reset(options={"index": 0})
+    _, reward, terminated, _, info = env.step("<mem>m</mem><answer>x</answer>")
+    assert terminated and reward == 0.0 and info["answer"] is None
+
+
+def test_turn_budget_truncates():
+    env = toy_env(max_turns=2)
+    env.reset(options={"index": 0})
+    assert not env.step(T1)[3]
+    _, reward, terminated, truncated, info = env.step(T2)
+    assert truncated and not terminated and reward == 0.0 and 6 in info["format_failed"]
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(T3)
+
+
+def test_answer_without_search_fails_rule_8_unless_disabled():
+    env = toy_env()
+    env.reset(options={"index": 0})
+    assert env.step(act("m", "answer", "Bo Moss"))[1] == 0.0
+    env = toy_env(require_search=False)
+    env.reset(options={"index": 0})
+    assert env.step(act("m", "answer", "Bo Moss"))[1] == 1.0
+
+
+def test_access_opens_one_document_and_budget_truncates():
+    env = toy_env(obs_budget=20)
+    env.reset(options={"index": 0})
+    obs, *_, info = env.step(act("m", "access", "d2"))
+    body = obs[-1]["content"].removeprefix("<tool_response>\n").removesuffix("\n</tool_response>")
+    assert len(body) == 20 and body.endswith("...") and info["doc_ids"] == ["d2"]
+    obs, *_, info = env.step(act("m", "access", "tarvik"))  # by title, case-insensitive
+    assert info["doc_ids"] == ["d3"]
+    obs, *_, info = env.step(act("m", "access", "Nowhere"))
+    assert "No document" in obs[-1]["content"] and info["valid"]
+
+
+def test_retriever_failure_raises_and_loses_nothing():
+    env = MemSearchQAEnv(TASK, retriever=DownRetriever())
+    env.reset(options={"index": 0})
+    before = env.messages
+    with pytest.raises(RetrieverError, match="unreachable"):
+        env.step(T1)
+    assert env.messages == before  # the turn can be retried once the server is back
+    env.retriever = TitleRetriever()
+    _, _, _, _, info = env.step(T1)
+    assert info["turn"] == 1 and info["doc_ids"] == ["d1"]
+
+
+def test_bad_arguments_fail_clearly():
+    with pytest.raises(ValueError, match="context"):
+        toy_env(context="partial")
+    with pytest.raises(ValueError, match="max_turns"):
+        toy_env(max_turns=0)
+    with pytest.raises(ValueError, match="prompt"):
+        toy_env(prompt="nope")
+    with pytest.raises(ValueError, match="retriever"):
+        MemSearchQAEnv(TASK, retriever="ftp://x")
+    env = toy_env()
+    env.reset()
+    with pytest.raises(TypeError, match="str"):
+        env.step(None)
+
+
+def test_render_ansi_and_eval_prompt():
+    env = toy_env(render_mode="ansi", prompt="eval")
+    obs, _ = env.reset(options={"index": 0})
+    assert "<mem>" in obs[0]["content"]
+    env.step(T1)
+    text = env.render()
+    assert "--- assistant ---" in text and T1 in text and R["Zorb"] in text
+
+
+def test_default_bm25_search_finds_the_entity_document(tmp_path):
+    env = gym.make("MemSearchQA-v0", cache_dir=tmp_path)
+    _, info = env.reset(seed=1)
+    step = info["objectives"][0]["chain"][0]
+    obs, *_, info = env.step(act("m", "search", step["query"]))
+    assert step["doc_id"] in info["doc_ids"] and len(info["doc_ids"]) == 3
+    assert obs[-1]["content"].count("Doc ") == 3
