@@ -18,6 +18,9 @@ from tqdm import tqdm
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
 from benchmarks.summary import markdown_table, summarize
+from mempo_env.retrieval import make_retriever
+from mempo_env.retrieval.cache import RecordReplayRetriever
+from mempo_env.tasks import resolve_task
 
 
 def run_episode(env: gym.Env, agent: Agent, seed: int) -> dict[str, Any]:
@@ -56,6 +59,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--corpus", default=None, help="corpus file for --dataset")
     p.add_argument("--split", default="test", help="generated task split")
     p.add_argument("--retriever", default=None, help="Search-R1 /retrieve URL (default: in-process BM25)")
+    p.add_argument("--record-retrieval", metavar="LOG", help="append every search result to this JSONL log")
+    p.add_argument("--replay-retrieval", metavar="LOG", help="answer searches only from this log (exact rerun)")
     p.add_argument("--objectives", default="1,2,4", help="comma-separated questions per episode")
     p.add_argument("--context", default="memory,full", help="comma-separated views: memory, full")
     p.add_argument("--prompt", default="eval", help="prompt template")
@@ -76,6 +81,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    task = resolve_task(args.dataset, corpus=args.corpus, split=args.split)
+    if args.replay_retrieval:
+        retriever = RecordReplayRetriever(args.replay_retrieval, mode="replay")
+    else:
+        retriever = make_retriever(args.retriever, task.corpus)
+        if args.record_retrieval:
+            retriever = RecordReplayRetriever(args.record_retrieval, retriever, mode="record")
     agents = [make_agent(s) for s in args.agents.split(",")]
     grid = [(a, c, int(k)) for a in agents for c in args.context.split(",") for k in args.objectives.split(",")]
     total = len(grid) * args.episodes
@@ -84,9 +96,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             todo = [e for e in range(args.episodes) if (agent.name, context, k, e) not in done]
             if not todo:
                 continue
-            env = gym.make("MemSearchQA-v0", dataset=args.dataset, corpus=args.corpus, split=args.split,
-                           retriever=args.retriever, context=context, prompt=args.prompt, objectives=k,
-                           max_turns=args.max_turns, tokenizer=tokenizer)
+            env = gym.make("MemSearchQA-v0", dataset=task, retriever=retriever, context=context,
+                           prompt=args.prompt, objectives=k, max_turns=args.max_turns, tokenizer=tokenizer)
             for e in todo:
                 record = {"agent": agent.name, "context": context, "objectives": k, "episode": e,
                           "seed": args.seed + e, **run_episode(env, agent, args.seed + e)}

@@ -247,3 +247,43 @@ def test_default_bm25_search_finds_the_entity_document(tmp_path):
     obs, *_, info = env.step(act("m", "search", step["query"]))
     assert step["doc_id"] in info["doc_ids"] and len(info["doc_ids"]) == 3
     assert obs[-1]["content"].count("Doc ") == 3
+
+
+class TemplateTokenizer:
+    """A stand-in for a Hugging Face tokenizer with a ChatML-style template."""
+
+    chat_template = "chatml"
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+        return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+    def encode(self, text, add_special_tokens=False):
+        return text.split()
+
+
+@pytest.mark.filterwarnings("ignore:.*different from the unwrapped")
+def test_observation_as_one_prompt_string():
+    from gymnasium.utils.env_checker import check_env
+
+    from mempo_env.wrappers import ChatTemplateText
+
+    env = ChatTemplateText(toy_env(), TemplateTokenizer())
+    text, _ = env.reset(options={"index": 0})
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+    text, *_ = env.step(T1)
+    assert text.count("<|im_start|>") == 5 and R["Zorb"] in text
+    check_env(ChatTemplateText(gym.make("MemSearchQA-v0").unwrapped, TemplateTokenizer()), skip_render_check=True)
+    with pytest.raises(ValueError, match="chat template"):
+        ChatTemplateText(toy_env(), object())
+
+
+def test_token_costs_use_the_chat_template():
+    tok = TemplateTokenizer()
+    env = toy_env(tokenizer=tok)
+    obs0, _ = env.reset(options={"index": 0})
+    obs1, *_ = env.step(T1)
+    final = act("m", "answer", "Bo Moss")
+    *_, info = env.step(final)
+    tokens = [len(tok.apply_chat_template(o).split()) + len(a.split()) for o, a in ((obs0, T1), (obs1, final))]
+    assert (info["total_tokens"], info["peak_tokens"]) == (sum(tokens), max(tokens))
