@@ -1,0 +1,1 @@
+"""Learners: supervised warm-up, GRPO and MemPO (GRPO + memory-level advantage) with PPO-clip."""

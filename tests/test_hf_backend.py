@@ -1,0 +1,264 @@
+"""HFBackend mechanics on the tiny policy: cached generation agrees with a plain forward, batching changes
+nothing, stop strings cut exactly, seeds reproduce, weight updates take effect."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agents.backends import Generation, HFBackend, PolicyBackend
+from algorithms.tiny_policy import build_tiny_policy
+
+# Two memorised turns: one runs on past </search> (so only a stop string ends it), one ends with eos.
+MEMORISED = {
+    "Who founded Pose Yufe?": "<mem>Pose Yufe</mem><search>Pose Yufe</search> and then some more text to read",
+    "Where was Timo Solri born?": "<answer>Momil</answer><|im_end|>",
+}
+OTHER = ["Who is the mayor of the city where the founder of the studio was born?", "x", "Kelmo"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """The tiny model's matmuls are too small to gain from a second thread, and with another job
+    busy on this 2-core machine two OpenMP threads made this file about 20x slower (140 s vs 7 s)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built once per session into a folder that test_tiny_policy's fixture reuses."""
+    path = tmp_path_factory.getbasetemp() / "tiny-policy"
+    if not (path / "config.json").exists():
+        build_tiny_policy(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokenizer(policy_dir: Path):
+    return AutoTokenizer.from_pretrained(policy_dir)
+
+
+def encode_prompt(tokenizer, question: str) -> list[int]:
+    text = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                         add_generation_prompt=True)
+    return tokenizer.encode(text)
+
+
+@pytest.fixture(scope="module")
+def trained(policy_dir: Path, tokenizer):
+    """The tiny policy after 40 Adam steps on MEMORISED (under a second): deterministic stops."""
+    model = AutoModelForCausalLM.from_pretrained(policy_dir)
+    prompts = [encode_prompt(tokenizer, q) for q in MEMORISED]
+    seqs = [p + tokenizer.encode(a) for p, a in zip(prompts, MEMORISED.values())]
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), tokenizer.pad_token_id)
+    labels = torch.full((len(seqs), width), -100)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, (prompt, seq) in enumerate(zip(prompts, seqs)):
+        ids[r, :len(seq)] = torch.tensor(seq)
+        mask[r, :len(seq)] = 1
+        labels[r, len(prompt):len(seq)] = torch.tensor(seq[len(prompt):])
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(40):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def untrained(policy_dir: Path):
+    return AutoModelForCausalLM.from_pretrained(policy_dir).eval()
+
+
+@pytest.fixture
+def backend(trained, tokenizer) -> HFBackend:
+    return HFBackend(trained, tokenizer, batch_size=3)  # small chunks: every call spans several
+
+
+def prompts(tokenizer) -> list[list[int]]:
+    """Memorised and unseen prompts of different lengths."""
+    return [encode_prompt(tokenizer, q) for q in list(MEMORISED) + OTHER] + [tokenizer.encode("The")]
+
+
+def flat(generations: list[list[Generation]]) -> list[Generation]:
+    return [g for per_prompt in generations for g in per_prompt]
+
+
+def test_is_a_policy_backend(backend: HFBackend) -> None:
+    assert isinstance(backend, PolicyBackend)
+
+
+@pytest.mark.parametrize("batch_size", [3, 64])
+@pytest.mark.parametrize("which", ["trained", "untrained"])
+def test_generated_logprobs_equal_score(request, tokenizer, which: str, batch_size: int) -> None:
+    # Left padding + KV cache + finished rows (dropped, or kept until a quarter of the batch is
+    # done) against one right-padded plain forward. The untrained model's flat distributions rarely
+    # emit eos; the stop string "k" ends some of its rows early.
+    backend = HFBackend(request.getfixturevalue(which), tokenizer, batch_size=batch_size)
+    ps = prompts(tokenizer)
+    generations = backend.generate(ps, max_new_tokens=24, n=2, stop=["</search>", "k"], seed=0)
+    assert [len(g) for g in generations] == [2] * len(ps)
+    lengths = [len(g.token_ids) for g in flat(generations)]
+    assert len(set(lengths)) > 2  # rows finish at different steps
+    for g in flat(generations):
+        stopped = g.token_ids[-1] == tokenizer.eos_token_id or any(s in g.text for s in ("</search>", "k"))
+        assert g.finish_reason == ("stop" if stopped else "length") and (stopped or len(g.token_ids) == 24)
+    contexts = [p for p, per_prompt in zip(ps, generations) for _ in per_prompt]
+    scores = backend.score(contexts, [g.token_ids for g in flat(generations)])
+    for g, s in zip(flat(generations), scores):
+        assert len(g.logprobs) == len(g.token_ids) == len(s)
+        assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(s), atol=1e-4, rtol=0)
+        assert g.text == tokenizer.decode(g.token_ids)
+
+
+def test_temperature_and_top_p_logprobs(backend: HFBackend, trained, tokenizer) -> None:
+    prompt = encode_prompt(tokenizer, OTHER[0])
+    for temperature, top_p in [(0.5, 1.0), (1.7, 0.8), (0.0, 1.0)]:
+        (g,), = backend.generate([prompt], max_new_tokens=6, temperature=temperature, top_p=top_p, seed=3)
+        with torch.no_grad():
+            logits = trained(torch.tensor([prompt + g.token_ids])).logits[0, len(prompt) - 1:-1]
+        expected = torch.log_softmax(logits / (temperature or 1.0), -1)  # top-p not reflected
+        picked = expected.gather(-1, torch.tensor(g.token_ids)[:, None]).squeeze(-1)
+        assert torch.allclose(torch.tensor(g.logprobs), picked, atol=1e-4, rtol=0)
+        if temperature == 0:
+            assert g.token_ids == logits.argmax(-1).tolist()
+    # a vanishing nucleus leaves only the most likely token: sampling becomes greedy
+    greedy = backend.generate([prompt], max_new_tokens=8, temperature=0)[0][0]
+    nucleus = backend.generate([prompt], max_new_tokens=8, top_p=1e-6, seed=1)[0][0]
+    assert nucleus.token_ids == greedy.token_ids
+
+
+def test_batched_greedy_equals_one_at_a_time(trained, tokenizer) -> None:
+    ps = prompts(tokenizer)
+    batched = HFBackend(trained, tokenizer, batch_size=64).generate(ps, max_new_tokens=16, temperature=0,
+                                                                    stop=["</search>"])
+    single = HFBackend(trained, tokenizer, batch_size=1)
+    for prompt, (g,) in zip(ps, batched):
+        (alone,), = single.generate([prompt], max_new_tokens=16, temperature=0, stop=["</search>"])
+        assert g.token_ids == alone.token_ids and g.finish_reason == alone.finish_reason
+        assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=0)
+
+
+def first_cut(tokenizer, ids: list[int], stop: str) -> int:
+    """Number of tokens up to and including the one that completes ``stop``'s first occurrence."""
+    return next(k for k in range(1, len(ids) + 1) if stop in tokenizer.decode(ids[:k]))
+
+
+def test_stop_strings_cut_each_sequence(backend: HFBackend, tokenizer) -> None:
+    search_prompt = encode_prompt(tokenizer, "Who founded Pose Yufe?")
+    (full,), = backend.generate([search_prompt], max_new_tokens=30, temperature=0)
+    assert full.text.startswith(MEMORISED["Who founded Pose Yufe?"])  # the model learned the turn
+    assert full.finish_reason == "length" and len(full.token_ids) == 30
+    close_search = tokenizer.convert_tokens_to_ids("</search>")
+    cases = {  # stop string -> whether it spans several generated tokens
+        "</search>": False,  # one added token
+        "more text": True,  # " more" + " text"
+        "Yufe</mem><search>Pose": True,  # " Yufe" "</mem>" "<search>" "Pose"
+        "Yu": False,  # ends inside " Yufe": the token overhangs the stop string
+    }
+    ps = [search_prompt, prompts(tokenizer)[2]]  # with a second prompt that may never stop
+    for stop, spans_tokens in cases.items():
+        g, other = flat(backend.generate(ps, max_new_tokens=30, temperature=0, stop=[stop, "never seen"]))
+        cut = first_cut(tokenizer, full.token_ids, stop)
+        assert g.token_ids == full.token_ids[:cut] and g.finish_reason == "stop", stop
+        assert g.logprobs == pytest.approx(full.logprobs[:cut], abs=1e-4)
+        assert stop in g.text and stop not in tokenizer.decode(g.token_ids[:-1])
+        assert (stop not in tokenizer.decode(g.token_ids[-1:])) == spans_tokens
+        if stop == "</search>":
+            assert g.token_ids[-1] == close_search
+        if stop == "Yu":
+            assert g.text.endswith("Pose Yufe")
+        # the other row is cut by its own first match, or runs to the length
+        reference = backend.generate([ps[1]], max_new_tokens=30, temperature=0)[0][0]
+        if stop in reference.text:
+            assert other.finish_reason == "stop"
+            assert other.token_ids == reference.token_ids[:first_cut(tokenizer, reference.token_ids, stop)]
+        else:  # "length", or "stop" at an eos token
+            assert (other.token_ids, other.finish_reason) == (reference.token_ids, reference.finish_reason)
+    # a stop string that would straddle the prompt and the output is not matched
+    (g,), = backend.generate([search_prompt], max_new_tokens=3, temperature=0, stop=["assistant\n<mem>"])
+    assert g.finish_reason == "length" and g.token_ids == full.token_ids[:3]
+
+
+def test_eos_stops_and_is_kept(backend: HFBackend, tokenizer) -> None:
+    (g,), = backend.generate([encode_prompt(tokenizer, "Where was Timo Solri born?")], max_new_tokens=30,
+                             temperature=0)
+    assert g.text == MEMORISED["Where was Timo Solri born?"]
+    assert g.finish_reason == "stop" and g.token_ids[-1] == tokenizer.eos_token_id
+
+
+def test_max_new_tokens_bounds_the_output(backend: HFBackend, tokenizer) -> None:
+    for g in flat(backend.generate(prompts(tokenizer), max_new_tokens=5, n=2, seed=0)):
+        if g.finish_reason == "length":
+            assert len(g.token_ids) == 5
+        else:
+            assert g.token_ids[-1] == tokenizer.eos_token_id and len(g.token_ids) <= 5
+    assert flat(backend.generate([[5, 6]], max_new_tokens=0)) == [Generation([], [], "", "length")]
+
+
+def test_n_samples_and_seeds(backend: HFBackend, tokenizer) -> None:
+    ps = [encode_prompt(tokenizer, OTHER[0]), tokenizer.encode("The")]
+    first = backend.generate(ps, max_new_tokens=12, n=4, seed=7)
+    assert [len(per_prompt) for per_prompt in first] == [4, 4]
+    assert len({tuple(g.token_ids) for g in first[0]}) > 1  # the n samples differ
+    again = backend.generate(ps, max_new_tokens=12, n=4, seed=7)
+    other = backend.generate(ps, max_new_tokens=12, n=4, seed=8)
+    assert [g.token_ids for g in flat(again)] == [g.token_ids for g in flat(first)]
+    assert [g.token_ids for g in flat(other)] != [g.token_ids for g in flat(first)]
+    # seeding uses its own generator: the global RNG is neither read nor advanced
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    backend.generate(ps, max_new_tokens=4, seed=1)
+    assert torch.equal(torch.rand(1), expected)
+
+
+def test_update_weights(trained, tokenizer) -> None:
+    model = copy.deepcopy(trained)
+    backend = HFBackend(model, tokenizer)
+    ps = prompts(tokenizer)
+    before = [g.token_ids for g in flat(backend.generate(ps, max_new_tokens=10, temperature=0))]
+    backend.update_weights(model)  # the held module itself: nothing to do
+    assert backend.model is model
+    modified = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in modified.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(0)) * 0.5)
+    backend.update_weights(modified)
+    after = [g.token_ids for g in flat(backend.generate(ps, max_new_tokens=10, temperature=0))]
+    assert after != before
+    assert after == [g.token_ids for g in flat(HFBackend(modified, tokenizer).generate(ps, max_new_tokens=10,
+                                                                                         temperature=0))]
+    assert backend.model is model  # weights were copied in, the held object stays
+
+
+def test_score_edges_and_training_mode(trained, tokenizer) -> None:
+    model = copy.deepcopy(trained).train()
+    backend = HFBackend(model, tokenizer, batch_size=2)
+    contexts = [[5, 6, 7], [8], [9, 10]]
+    scores = backend.score(contexts, [[11, 12], [], [13]])
+    assert [len(s) for s in scores] == [2, 0, 1]
+    with torch.no_grad():
+        ref = torch.log_softmax(model.eval()(torch.tensor([[9, 10, 13]])).logits[0], -1)[1, 13].item()
+    model.train()
+    assert scores[2][0] == pytest.approx(ref, abs=1e-5)
+    backend.generate([[5]], max_new_tokens=2)
+    assert model.training  # the caller's mode is restored after generate and score
+    with pytest.raises(ValueError):
+        backend.score([[5]], [])
+    with pytest.raises(ValueError):
+        backend.score([[]], [[5]])
+    with pytest.raises(ValueError):
+        backend.generate([[]], max_new_tokens=2)
