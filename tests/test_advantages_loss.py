@@ -1,0 +1,88 @@
+"""The spec's worked numbers (sections 7-8) and the PPO-clip + KL loss on hand-computed cases."""
+
+import math
+
+import pytest
+import torch
+
+from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
+from algorithms.loss import aggregate, ppo_loss
+
+
+def test_grpo_worked_example():
+    scores = torch.tensor([1.0, 0, 1, 1, 0] * 3)  # mean 0.6, std ~0.5
+    adv = grpo_advantages(scores, torch.zeros(15, dtype=torch.long))
+    assert adv[0].item() == pytest.approx(0.8, abs=0.02) and adv[1].item() == pytest.approx(-1.2, abs=0.02)
+
+
+def test_grpo_groups_are_per_question():
+    scores = torch.tensor([1.0, 0.0, 2.0, 2.0, 0.0, 1.0])
+    groups = torch.tensor([0, 0, 1, 1, 2, 2])
+    adv = grpo_advantages(scores, groups)
+    assert adv[2:4].tolist() == [0.0, 0.0]  # zero variance gives 0
+    assert adv[0] > 0 > adv[1] and adv[0] == pytest.approx(-adv[1])
+    assert adv[4] < 0 < adv[5]
+    assert grpo_advantages(torch.tensor([1.0]), torch.tensor([0])).tolist() == [0.0]
+
+
+def test_memory_worked_example():
+    r = memory_rewards(torch.tensor([0.12, 0.73]), torch.tensor([0.35, 0.68]))
+    assert r.tolist() == pytest.approx([-0.23, 0.05])
+    # normalised with the spec's pooled mean -0.01 and std 0.18
+    assert ((r - -0.01) / 0.18).tolist() == pytest.approx([-1.22, 0.33], abs=0.01)
+    # pooled over the turns of one question's rollouts; other questions do not mix in
+    pool = torch.tensor([-0.23, 0.05, 0.20, -0.10, 0.9, 0.1])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1])
+    a = memory_advantages(pool, groups)
+    mine = pool[:4]
+    assert a[:4].tolist() == pytest.approx(((mine - mine.mean()) / mine.std()).tolist(), abs=1e-5)
+    assert a[4] > 0 > a[5]
+
+
+def test_final_token_advantages_worked_example():
+    """Turn 1 <mem> tokens -0.42, turn 2 <mem> tokens +1.13, other generated tokens +0.8, tools 0."""
+    # one full-context sample: [prompt p p][turn1: <mem> m </mem> t a][tool x x][turn2: <mem> m </mem> a]
+    response = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1]], dtype=torch.float)
+    mem = torch.tensor([[0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0]], dtype=torch.float)
+    a_mem = torch.tensor([[0, 0, -1.22, -1.22, -1.22, 0, 0, 0, 0, 0.33, 0.33, 0.33, 0]])
+    adv = token_advantages(torch.tensor([0.8]), a_mem, response, mem)[0]
+    expected = [0, 0, -0.42, -0.42, -0.42, 0.8, 0.8, 0, 0, 1.13, 1.13, 1.13, 0.8]
+    assert adv.tolist() == pytest.approx(expected, abs=1e-6)
+    # memory layout: one sample per turn, one memory advantage per sample
+    response = torch.tensor([[0, 1, 1, 1.0], [0, 1, 1, 1.0]])
+    mem = torch.tensor([[0, 1, 0, 0.0], [0, 1, 0, 0.0]])
+    adv = token_advantages(torch.tensor([0.8, 0.8]), torch.tensor([-1.22, 0.33]), response, mem)
+    assert adv.flatten().tolist() == pytest.approx([0, -0.42, 0.8, 0.8, 0, 1.13, 0.8, 0.8], abs=1e-6)
+
+
+def test_ppo_loss_hand_computed():
+    # token 1: ratio 1.5 > 1.2 with A = +1 -> clipped (1.2); token 2: ratio 0.5 with A = +1 -> unclipped (0.5)
+    # token 3: ratio 0.5 < 0.8 with A = -1 -> clipped branch gives -0.8, min(-0.5, -0.8) = -0.8
+    # token 4 is masked out
+    old = torch.zeros(1, 4)
+    logp = torch.tensor([[math.log(1.5), math.log(0.5), math.log(0.5), 5.0]], requires_grad=True)
+    ref = torch.tensor([[0.0, 0.0, math.log(0.5), 0.0]])
+    adv = torch.tensor([[1.0, 1.0, -1.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    pg = [-1.2, -0.5, 0.8]
+    k3 = [1 / 1.5 + math.log(1.5) - 1, 2 - math.log(2) - 1, 0.0]
+    loss, stats = ppo_loss(logp, old, ref, adv, mask, clip_eps=0.2, kl_coef=0.1)
+    assert loss.item() == pytest.approx(sum(p + 0.1 * k for p, k in zip(pg, k3)) / 3, abs=1e-6)
+    assert stats["pg_loss"] == pytest.approx(sum(pg) / 3, abs=1e-6)
+    assert stats["kl"] == pytest.approx(sum(k3) / 3, abs=1e-6)
+    assert stats["clip_frac"] == pytest.approx(2 / 3)
+    loss.backward()
+    assert logp.grad[0, 0] == pytest.approx(0.1 * (1 - 1 / 1.5) / 3, abs=1e-6)  # clipped: only the KL pulls
+    assert logp.grad[0, 1] == pytest.approx((-0.5 + 0.1 * (1 - 2)) / 3, abs=1e-6)
+    assert logp.grad[0, 3] == 0.0
+
+
+def test_aggregation_modes():
+    values = torch.tensor([[1.0, 1.0, 1.0, 1.0], [4.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    assert aggregate(values, mask, "seq-mean-token-mean").item() == pytest.approx((1 + 4) / 2)
+    assert aggregate(values, mask, "token-mean").item() == pytest.approx(8 / 5)
+    empty = torch.zeros(1, 4)
+    assert aggregate(torch.ones(2, 4), torch.cat([mask[:1], empty]), "seq-mean-token-mean").item() == 1.0
+    with pytest.raises(ValueError):
+        aggregate(values, mask, "sum")
