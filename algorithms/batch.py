@@ -1,0 +1,68 @@
+"""Training samples from rollouts, in either layout, and their padding into tensors.
+
+Every per-token array is aligned with ``input_ids``: position ``k`` describes token ``k``. Prompt and
+tool tokens have ``response_mask`` 0, so they carry no advantage and no loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from algorithms.rollout import Rollout
+
+
+@dataclass
+class Sample:
+    input_ids: list[int]
+    response_mask: list[float]  # 1 on generated tokens
+    mem_mask: list[float]  # 1 on the tokens of a <mem> span that has a memory advantage
+    old_logp: list[float]  # generation-time log-probs (0 where response_mask is 0)
+    a_out: float  # the rollout's outcome advantage
+    a_mem: list[float]  # the memory advantage of each token's turn (0 where unscored)
+
+
+def build_samples(rollouts: list[Rollout], a_out: list[float], a_mem: dict[tuple[int, int], float],
+                  context: str) -> list[Sample]:
+    """``context="memory"``: one sample per turn (its own prompt). ``context="full"``: one sample per
+    rollout, the last turn's prompt + response, which contains every earlier turn's response at
+    the position it was generated. ``a_mem`` maps (rollout, turn) to that turn's memory advantage."""
+    samples = []
+    for i, r in enumerate(rollouts):
+        per_sample = [[t] for t in range(len(r.turns))] if context == "memory" else [list(range(len(r.turns)))]
+        for turns in per_sample:
+            last = r.turns[turns[-1]]
+            ids = last.prompt_ids + last.response_ids
+            n = len(ids)
+            resp, mem, old, amem = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+            for t in turns:
+                turn = r.turns[t]
+                start = len(turn.prompt_ids)
+                assert ids[start : start + len(turn.response_ids)] == turn.response_ids, "turns must nest"
+                for k, lp in enumerate(turn.logprobs):
+                    resp[start + k], old[start + k] = 1.0, lp
+                if (i, t) in a_mem and turn.mem_span is not None:
+                    for k in range(*turn.mem_span):
+                        mem[start + k], amem[start + k] = 1.0, a_mem[(i, t)]
+            samples.append(Sample(ids, resp, mem, old, a_out[i], amem))
+    return samples
+
+
+def collate(samples: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded tensors; per-token arrays are shifted by one to line up with next-token
+    log-probs (``logp[:, k]`` predicts ``input_ids[:, k + 1]``)."""
+    length = max(len(s.input_ids) for s in samples)
+
+    def pad(rows: list[list], value: float, dtype: torch.dtype) -> torch.Tensor:
+        return torch.tensor([row + [value] * (length - len(row)) for row in rows], dtype=dtype)
+
+    return {
+        "input_ids": pad([s.input_ids for s in samples], pad_id, torch.long),
+        "attention_mask": pad([[1] * len(s.input_ids) for s in samples], 0, torch.long),
+        "response_mask": pad([s.response_mask for s in samples], 0.0, torch.float)[:, 1:],
+        "mem_mask": pad([s.mem_mask for s in samples], 0.0, torch.float)[:, 1:],
+        "old_logp": pad([s.old_logp for s in samples], 0.0, torch.float)[:, 1:],
+        "a_mem": pad([s.a_mem for s in samples], 0.0, torch.float)[:, 1:],
+        "a_out": torch.tensor([s.a_out for s in samples], dtype=torch.float),
+    }

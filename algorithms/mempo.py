@@ -1,0 +1,277 @@
+"""MemPO: GRPO with a memory-level advantage, trained with PPO-clip and a KL penalty.
+
+    python -m algorithms.mempo                 # the embedded default: tiny policy, generated task
+    python -m algorithms.mempo --help          # every option of Config
+    python -m algorithms.mempo --resume RUN    # continue a killed run from its last checkpoint
+    python -m algorithms.grpo                  # the same learner with the memory term off
+
+One step, top to bottom: sample question groups -> G rollouts each through MemSearchQA-v0 ->
+outcome advantages (GRPO, per group) -> memory rewards and advantages on the <mem> tokens (MemPO)
+-> PPO-clip + KL to the frozen reference -> the rollout engine uses the new weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import tyro
+from tqdm import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agents.backends.hf import HFBackend
+from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
+from algorithms.batch import build_samples, collate
+from algorithms.evaluate import evaluate_policy, summarize, table
+from algorithms.loss import ppo_loss, token_logprobs
+from algorithms.memory_reward import answer_probabilities, scored_turns
+from algorithms.rollout import collect_rollouts
+from algorithms.sft import SFTConfig, ensure_warmup
+from mempo_env.env import MemSearchQAEnv
+from mempo_env.retrieval import make_retriever
+from mempo_env.tasks import make_generated_task
+
+
+@dataclass
+class Config:
+    algo: str = "mempo"
+    """"mempo" (outcome + memory advantage) or "grpo" (outcome advantage only)"""
+    run_dir: str = ""
+    """where metrics, checkpoints and the evaluation go (default runs/<algo>)"""
+    policy: str = ""
+    """HF causal LM to start from; empty: the embedded tiny policy after its warm-up (built if missing)"""
+    resume: str = ""
+    """a run directory to continue from its last checkpoint (its saved config is used)"""
+    seed: int = 0
+    """seeds question sampling, generation and torch"""
+    task_seed: int = 0
+    """which generated world"""
+    hops: int = 1
+    """hops per generated question"""
+    objectives: int = 2
+    """questions per episode (the paper trains at 2)"""
+    context: str = "memory"
+    """training layout: "memory" (one sample per turn, prepare_prompt view) or "full" (one per rollout)"""
+    steps: int = 20
+    """RL steps"""
+    questions_per_step: int = 8
+    """question groups per step"""
+    group_size: int = 8
+    """rollouts per question group (G)"""
+    max_turns: int = 8
+    """turn budget per episode (the paper: 16)"""
+    max_new_tokens: int = 64
+    """generation limit per turn"""
+    temperature: float = 1.0
+    """sampling temperature of the rollouts (the loss uses the same one)"""
+    top_p: float = 1.0
+    """nucleus sampling of the rollouts"""
+    lr: float = 1e-4
+    """AdamW learning rate"""
+    clip_eps: float = 0.2
+    """PPO clip range"""
+    kl_coef: float = 0.001
+    """weight of the k3 KL to the reference"""
+    epochs: int = 1
+    """passes over each step's samples"""
+    minibatch_size: int = 64
+    """samples per optimizer step"""
+    microbatch_size: int = 16
+    """samples per forward/backward (gradients accumulate over a mini-batch)"""
+    max_grad_norm: float = 1.0
+    """gradient clipping"""
+    agg: str = "seq-mean-token-mean"
+    """loss aggregation: "seq-mean-token-mean" or "token-mean\""""
+    mem_first_turn: bool = False
+    """give the first turn's <mem> a memory advantage too"""
+    mem_include_tags: bool = True
+    """count the <mem>/</mem> tag tokens as memory tokens"""
+    checkpoint_every: int = 5
+    """steps between checkpoints"""
+    eval_episodes: int = 200
+    """held-out episodes for the final warm-up vs trained table (0: skip)"""
+
+    def __post_init__(self) -> None:
+        if self.algo not in ("mempo", "grpo"):
+            raise ValueError(f"algo must be 'mempo' or 'grpo', not {self.algo!r}")
+        if self.context not in ("memory", "full"):
+            raise ValueError(f"context must be 'memory' or 'full', not {self.context!r}")
+        self.run_dir = self.run_dir or f"runs/{self.algo}"
+
+
+# ---- checkpoints: model, optimizer, RNG, step; the data position is a function of the step ----
+def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, optimizer: Any, step: int) -> None:
+    """Written to a temporary folder and renamed, so a kill never leaves a half-written checkpoint."""
+    tmp = Path(tempfile.mkdtemp(prefix=".ckpt-", dir=run_dir))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    trainer_state = {"optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(), "step": step}
+    torch.save(trainer_state, tmp / "trainer.pt")
+    (tmp / "step.json").write_text(json.dumps({"step": step}))
+    old = run_dir / "checkpoint.old"
+    if (run_dir / "checkpoint").exists():
+        (run_dir / "checkpoint").rename(old)
+    tmp.rename(run_dir / "checkpoint")
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_checkpoint(run_dir: Path) -> Path | None:
+    """The last complete checkpoint (falling back to the previous one if a kill hit the swap)."""
+    for name in ("checkpoint", "checkpoint.old"):
+        if (run_dir / name / "step.json").exists():
+            return run_dir / name
+    return None
+
+
+def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]:
+    """The step's question groups, a pure function of (seed, step): a resumed run sees the same data."""
+    rng = np.random.default_rng([cfg.seed, step])
+    return [rng.choice(n_questions, cfg.objectives, replace=False).tolist() for _ in range(cfg.questions_per_step)]
+
+
+def train(cfg: Config) -> dict[str, Any]:
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+
+    # 1. Policy, frozen reference (the starting point), optimizer; or the last checkpoint.
+    start_dir = Path(cfg.policy) if cfg.policy else ensure_warmup(SFTConfig(task_seed=cfg.task_seed, hops=cfg.hops))
+    ckpt = load_checkpoint(run_dir)
+    tokenizer = AutoTokenizer.from_pretrained(start_dir)
+    model = AutoModelForCausalLM.from_pretrained(ckpt or start_dir, torch_dtype=torch.float32)
+    ref = AutoModelForCausalLM.from_pretrained(start_dir, torch_dtype=torch.float32).eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    start = 0
+    if ckpt is not None:
+        state = torch.load(ckpt / "trainer.pt", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        start = state["step"]
+    backend = HFBackend(model, tokenizer)
+
+    # 2. The environment: one per rollout, sharing the task and the search index.
+    task = make_generated_task("train", seed=cfg.task_seed, hops=cfg.hops)
+    retriever = make_retriever(None, task.corpus)
+    envs = [MemSearchQAEnv(task, retriever=retriever, objectives=cfg.objectives, context=cfg.context,
+                           max_turns=cfg.max_turns, tokenizer=tokenizer)
+            for _ in range(cfg.questions_per_step * cfg.group_size)]
+
+    # Metrics lines past the checkpoint belong to steps that will run again: drop them.
+    metrics_path = run_dir / "metrics.jsonl"
+    kept = [line for line in (metrics_path.read_text().splitlines() if metrics_path.exists() else [])
+            if line.strip() and json.loads(line)["step"] <= start]
+    metrics_path.write_text("".join(line + "\n" for line in kept))
+
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=cfg.algo)
+    for step in bar:
+        # 3. Rollouts: G episodes per question group, generated in lockstep.
+        groups = question_groups(cfg, step, len(task.questions))
+        rollouts = collect_rollouts(backend, envs, groups, max_new_tokens=cfg.max_new_tokens,
+                                    temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed * 100_003 + step,
+                                    include_mem_tags=cfg.mem_include_tags)
+        group_ids = torch.tensor([r.group for r in rollouts])
+
+        # 4. Outcome advantage (GRPO): the episode score, normalised within its question group.
+        a_out = grpo_advantages(torch.tensor([r.score for r in rollouts]), group_ids)
+
+        # 5. Memory advantage (MemPO): P(gold | memory) - P(gold | full history), per scored turn,
+        #    normalised over all scored turns of the same question; added to that turn's <mem> tokens.
+        a_mem: dict[tuple[int, int], float] = {}
+        mem_stats: dict[str, float] = {}
+        if cfg.algo == "mempo":
+            pairs = scored_turns(rollouts, first_turn=cfg.mem_first_turn)
+            p_mem, p_full = answer_probabilities(backend, rollouts, pairs)
+            if pairs:
+                r_mem = memory_rewards(torch.tensor(p_mem), torch.tensor(p_full))
+                adv = memory_advantages(r_mem, group_ids[[i for i, _ in pairs]])
+                a_mem = {pair: a.item() for pair, a in zip(pairs, adv)}
+                mem_stats = {"p_mem": float(np.mean(p_mem)), "p_full": float(np.mean(p_full)),
+                             "r_mem": r_mem.mean().item()}
+
+        # 6. PPO-clip + KL on the exact generated tokens; prompt and tool tokens are masked out.
+        samples = build_samples(rollouts, a_out.tolist(), a_mem, cfg.context)
+        batches = [collate(samples[i : i + cfg.microbatch_size], tokenizer.pad_token_id)
+                   for i in range(0, len(samples), cfg.microbatch_size)]
+        with torch.no_grad():
+            for b in batches:
+                b["ref_logp"] = token_logprobs(ref, b["input_ids"], b["attention_mask"], cfg.temperature)
+        model.train()
+        loss_stats: list[dict[str, float]] = []
+        per_minibatch = max(cfg.minibatch_size // cfg.microbatch_size, 1)
+        for _ in range(cfg.epochs):
+            order = torch.randperm(len(batches)).tolist()
+            for m in range(0, len(order), per_minibatch):
+                chunk = [batches[k] for k in order[m : m + per_minibatch]]
+                optimizer.zero_grad()
+                for b in chunk:
+                    logp = token_logprobs(model, b["input_ids"], b["attention_mask"], cfg.temperature)
+                    adv = token_advantages(b["a_out"], b["a_mem"], b["response_mask"], b["mem_mask"])
+                    loss, stats = ppo_loss(logp, b["old_logp"], b["ref_logp"], adv, b["response_mask"],
+                                           clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef, agg=cfg.agg)
+                    (loss / len(chunk)).backward()
+                    loss_stats.append(stats)
+                stats_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+        model.eval()
+        backend.update_weights(model)  # 7. the rollout engine generates with the new weights
+
+        infos = [r.info for r in rollouts]
+        metrics = {
+            "step": step + 1,
+            "reward": float(np.mean([r.score for r in rollouts])),
+            "em": float(np.mean([i["em"] for i in infos])),
+            "f1": float(np.mean([i["f1"] for i in infos])),
+            "format_ok": float(np.mean([i["format_ok"] for i in infos])),
+            "turns": float(np.mean([i["n_turns"] for i in infos])),
+            "total_tokens": float(np.mean([i["total_tokens"] for i in infos])),
+            "grad_norm": float(stats_norm),
+            **{k: float(np.mean([s[k] for s in loss_stats])) for k in loss_stats[0]},
+            **mem_stats,
+        }
+        with metrics_path.open("a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        bar.set_postfix(reward=f"{metrics['reward']:.2f}", em=f"{metrics['em']:.2f}",
+                        tokens=f"{metrics['total_tokens']:.0f}")
+        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+            save_checkpoint(run_dir, model, tokenizer, optimizer, step + 1)
+
+    # 8. Held-out evaluation, memory view: the starting policy vs the trained one, same questions.
+    result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps}
+    if cfg.eval_episodes:
+        test = make_generated_task("test", seed=cfg.task_seed, hops=cfg.hops)
+        rows = {}
+        for name, weights in (("start", ref), ("trained", model)):
+            infos = evaluate_policy(HFBackend(weights, tokenizer), test, episodes=cfg.eval_episodes,
+                                    objectives=cfg.objectives, max_turns=cfg.max_turns,
+                                    max_new_tokens=cfg.max_new_tokens)
+            rows[name] = summarize(infos)
+        result["eval"] = rows
+        (run_dir / "eval.json").write_text(json.dumps(rows, indent=1))
+        text = table(rows)
+        (run_dir / "eval.md").write_text(text + "\n")
+        print(text)
+    return result
+
+
+def main(algo: str = "mempo") -> None:
+    cfg = tyro.cli(Config, default=Config(algo=algo), description=__doc__)
+    if cfg.resume:
+        saved = json.loads((Path(cfg.resume) / "config.json").read_text())
+        cfg = Config(**{**saved, "resume": cfg.resume, "run_dir": cfg.resume})
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    train(cfg)
+
+
+if __name__ == "__main__":
+    main()

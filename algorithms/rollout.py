@@ -1,0 +1,132 @@
+"""Rollouts: G episodes per question, all live episodes generating together each turn.
+
+Token in, token out: every turn records the exact prompt ids the policy conditioned on, the ids it
+generated and their log-probs under the generating weights. Environment text (prompts, tool
+responses) is tokenised once, here, and never trained on.
+
+Two layouts (``context``):
+- ``"memory"``: each turn's prompt is the memory-forcing view, freshly rendered; one training
+  sample per turn.
+- ``"full"``: each turn's prompt is the previous prompt + the previous response + the tokens of the
+  environment's reply, so the whole episode is one growing sequence and one training sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.backends.base import PolicyBackend
+from mempo_env.env import MemSearchQAEnv
+from mempo_env.views import Message
+
+STOP = ("</search>", "</answer>", "</access>")
+
+
+@dataclass
+class TurnRecord:
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]  # old log-probs of response_ids, from the weights that generated them
+    mem_span: tuple[int, int] | None  # [start, end) of the <mem> block within response_ids
+    full_context: list[Message]  # spec snapshots, for the memory reward
+    mem_context: list[Message] | None
+
+
+@dataclass
+class Rollout:
+    group: int  # index of the question group: GRPO compares rollouts of the same group only
+    gold: str  # the ';'-joined canonical answers, scored by the memory reward
+    turns: list[TurnRecord] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)  # the environment's final info
+
+    @property
+    def score(self) -> float:
+        return float(self.info.get("score", 0.0))
+
+
+def render(tokenizer: Any, messages: list[Message], *, continue_final: bool = False) -> str:
+    """A view as prompt text: a generation prompt after it, or the last (assistant) message left open."""
+    if continue_final:
+        return tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True)
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def encode(tokenizer: Any, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def mem_token_span(tokenizer: Any, ids: list[int], include_tags: bool = True) -> tuple[int, int] | None:
+    """The tokens of the first ``<mem>…</mem>`` block, found through the character offsets of the
+    decoded ids (never by re-tokenising text). Without ``include_tags``, only the tokens strictly
+    inside the tags."""
+    ends = [len(tokenizer.decode(ids[: k + 1])) for k in range(len(ids))]
+    text = tokenizer.decode(ids)
+    start = text.find("<mem>")
+    stop = text.find("</mem>", start + 1)
+    if start < 0 or stop < 0:
+        return None
+    lo, hi = (start, stop + len("</mem>")) if include_tags else (start + len("<mem>"), stop)
+    begins = [0] + ends[:-1]
+    tokens = [k for k in range(len(ids)) if begins[k] >= lo and ends[k] <= hi]
+    return (tokens[0], tokens[-1] + 1) if tokens else None
+
+
+class _Episode:
+    """One live episode: its environment and the token context of its next turn."""
+
+    def __init__(self, env: MemSearchQAEnv, tokenizer: Any, group: int, indices: list[int], include_tags: bool):
+        self.env, self.tokenizer, self.include_tags = env, tokenizer, include_tags
+        self.obs, info = env.reset(options={"index": indices})
+        self.rollout = Rollout(group, "; ".join(o["answers"][0] for o in info["objectives"]))
+        self.prompt_ids = encode(tokenizer, render(tokenizer, self.obs))
+        self.done = False
+
+    def step(self, response_ids: list[int], logprobs: list[float]) -> None:
+        tok = self.tokenizer
+        action = tok.decode(response_ids)
+        obs, _, terminated, truncated, info = self.env.step(action)
+        self.rollout.turns.append(TurnRecord(
+            self.prompt_ids, response_ids, logprobs, mem_token_span(tok, response_ids, self.include_tags),
+            info["full_context"], info["mem_context"],
+        ))
+        self.done = terminated or truncated
+        if self.done:
+            self.rollout.info = info
+        elif self.env.context == "memory":
+            self.prompt_ids = encode(tok, render(tok, obs))
+        else:  # extend the running sequence by the environment's reply, tokenised once
+            before = render(tok, info["full_context"]) + action
+            after = render(tok, self.env.messages)
+            if not after.startswith(before):
+                raise ValueError("the chat template does not render the history as a growing prefix; "
+                                 "use context='memory' with this tokenizer")
+            self.prompt_ids = self.prompt_ids + response_ids + encode(tok, after[len(before):])
+        self.obs = obs
+
+
+def collect_rollouts(
+    backend: PolicyBackend,
+    envs: list[MemSearchQAEnv],
+    groups: list[list[int]],
+    *,
+    max_new_tokens: int = 96,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    include_mem_tags: bool = True,
+) -> list[Rollout]:
+    """Play ``len(envs) // len(groups)`` episodes of each question group (``groups[g]``: question
+    indices of one episode), all live episodes generating in one batch per turn."""
+    per_group = len(envs) // len(groups)
+    episodes = [_Episode(env, backend.tokenizer, i // per_group, groups[i // per_group], include_mem_tags)
+                for i, env in enumerate(envs[: per_group * len(groups)])]
+    turn = 0
+    while live := [e for e in episodes if not e.done]:
+        outs = backend.generate([e.prompt_ids for e in live], max_new_tokens=max_new_tokens,
+                                temperature=temperature, top_p=top_p, n=1, stop=STOP,
+                                seed=None if seed is None else seed + turn)
+        for episode, (gen,) in zip(live, outs):
+            episode.step(gen.token_ids, gen.logprobs)
+        turn += 1
+    return [e.rollout for e in episodes]

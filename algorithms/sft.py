@@ -1,0 +1,126 @@
+"""Supervised warm-up (the spec's cold start): teach the protocol from oracle trajectories.
+
+    python -m algorithms.sft            # builds the tiny policy if needed, warms it up, saves it
+    python -m algorithms.sft --help
+
+The oracle's turns, seen through the memory-forcing view, are the targets: the prompt and tool
+tokens are context, only the response tokens are trained. Short on purpose: the warm-up should
+teach the format and the search behaviour and leave the answers for RL to improve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import tyro
+from tqdm import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agents import OracleAgent
+from algorithms.rollout import encode, render
+from algorithms.tiny_policy import build_tiny_policy
+from mempo_env.env import MemSearchQAEnv
+from mempo_env.retrieval import make_retriever
+from mempo_env.tasks import make_generated_task
+
+
+@dataclass
+class SFTConfig:
+    base: str = ""
+    """HF causal LM to warm up; empty: the embedded tiny policy (built if missing)"""
+    cache_dir: str = "runs/cache"
+    """where built policies and warm-ups are kept, keyed by their settings"""
+    task_seed: int = 0
+    """which generated world"""
+    hops: int = 1
+    """hops per generated question"""
+    objectives: int = 2
+    """questions per oracle episode"""
+    episodes: int = 2000
+    """oracle episodes (train split) to learn from"""
+    steps: int = 300
+    """optimizer steps"""
+    batch_size: int = 32
+    """turns per step"""
+    lr: float = 2e-3
+    """AdamW learning rate"""
+    seed: int = 0
+    """seeds the tiny policy's initialisation and the batch order"""
+
+
+def oracle_turns(cfg: SFTConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, response ids) of every oracle turn, prompts in the memory-forcing view."""
+    task = make_generated_task("train", seed=cfg.task_seed, hops=cfg.hops)
+    env = MemSearchQAEnv(task, retriever=make_retriever(None, task.corpus), objectives=cfg.objectives)
+    agent, turns = OracleAgent(), []
+    for episode in range(cfg.episodes):
+        obs, info = env.reset(seed=cfg.seed * 1_000_003 + episode)
+        done = False
+        while not done:
+            action = agent.act(obs, info)
+            turns.append((encode(tokenizer, render(tokenizer, obs)), encode(tokenizer, action)))
+            obs, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+    return turns
+
+
+def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
+    if cfg.base:
+        base = Path(cfg.base)
+    else:
+        tiny_dir = Path(cfg.cache_dir) / "tiny-policy" / f"task{cfg.task_seed}-seed{cfg.seed}"
+        exists = (tiny_dir / "config.json").exists()
+        base = tiny_dir if exists else build_tiny_policy(tiny_dir, task_seed=cfg.task_seed, seed=cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
+    turns = oracle_turns(cfg, tokenizer)
+    rng = random.Random(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    model.train()
+    for _ in (bar := tqdm(range(cfg.steps), desc="warm-up")):
+        batch = rng.sample(turns, min(cfg.batch_size, len(turns)))
+        length = max(len(p) + len(r) for p, r in batch)
+        ids = torch.full((len(batch), length), tokenizer.pad_token_id)
+        attention = torch.zeros_like(ids)
+        target = torch.zeros(len(batch), length)
+        for i, (p, r) in enumerate(batch):
+            ids[i, : len(p) + len(r)] = torch.tensor(p + r)
+            attention[i, : len(p) + len(r)] = 1
+            target[i, len(p) : len(p) + len(r)] = 1
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+        logp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        mask = target[:, 1:]
+        loss = -(logp * mask).sum() / mask.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out_dir.parent))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "sft_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+    return out_dir
+
+
+def ensure_warmup(cfg: SFTConfig) -> Path:
+    """The warm-up checkpoint for these settings: reused if it was built before, else built now."""
+    key = hashlib.sha1(json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode()).hexdigest()[:10]
+    out_dir = Path(cfg.cache_dir) / f"warmup-{key}"
+    return out_dir if (out_dir / "config.json").exists() else warm_up(cfg, out_dir)
+
+
+if __name__ == "__main__":
+    print(ensure_warmup(tyro.cli(SFTConfig, description=__doc__)))

@@ -1,0 +1,123 @@
+"""Rollouts, training samples and the memory reward, on a scripted fake engine with the tiny tokenizer."""
+
+import math
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from agents.backends.base import Generation
+from algorithms.batch import build_samples, collate
+from algorithms.memory_reward import answer_probabilities, scored_turns
+from algorithms.rollout import collect_rollouts, encode, mem_token_span, render
+from algorithms.tiny_policy import build_tiny_policy
+from mempo_env import Document, QARecord, QATask
+from mempo_env.env import MemSearchQAEnv
+
+DOCS = [Document("d1", "Zorb", "Zorb is a film directed by Ann Lee."),
+        Document("d2", "Ann Lee", "Ann Lee was born in Tarvik.")]
+TASK = QATask("toy", [QARecord("q1", "Who directed Zorb?", ["Ann Lee"]),
+                      QARecord("q2", "Where was Ann Lee born?", ["Tarvik"])], DOCS)
+TURNS = ["<mem>nothing yet</mem><think>search the film</think><search>Zorb</search>",
+         "<mem>Zorb: Ann Lee</mem><think>next</think><search>Ann Lee</search>",
+         "<mem>Zorb: Ann Lee; born Tarvik</mem><think>done</think><answer>Ann Lee; Tarvik</answer>"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return AutoTokenizer.from_pretrained(build_tiny_policy(tmp_path_factory.mktemp("tiny") / "policy"))
+
+
+class ScriptedBackend:
+    """Every live episode 'generates' the scripted turn of the current round; log-probs are -0.01 per
+    position. ``score`` records its inputs and returns log-prob -len(context)/1000 per token."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.round, self.scored = tokenizer, 0, []
+
+    def generate(self, prompts, *, max_new_tokens, temperature=1.0, top_p=1.0, n=1, stop=(), seed=None):
+        ids = encode(self.tokenizer, TURNS[self.round])
+        self.round += 1
+        return [[Generation(ids, [-0.01 * (j + 1) for j in range(len(ids))], TURNS[self.round - 1], "stop")]
+                for _ in prompts]
+
+    def score(self, contexts, continuations):
+        self.scored.append((contexts, continuations))
+        return [[-len(c) / 1000] * len(x) for c, x in zip(contexts, continuations)]
+
+    def update_weights(self, model):
+        pass
+
+
+def rollouts(tokenizer, context, n=2):
+    backend = ScriptedBackend(tokenizer)
+    envs = [MemSearchQAEnv(TASK, objectives=2, context=context, tokenizer=tokenizer, cache_dir=None) for _ in range(n)]
+    return backend, collect_rollouts(backend, envs, [[0, 1]])
+
+
+def test_mem_span_aligns_with_the_decoded_text(tokenizer):
+    ids = encode(tokenizer, TURNS[1])
+    lo, hi = mem_token_span(tokenizer, ids)
+    assert tokenizer.decode(ids[lo:hi]) == "<mem>Zorb: Ann Lee</mem>"
+    lo, hi = mem_token_span(tokenizer, ids, include_tags=False)
+    assert tokenizer.decode(ids[lo:hi]) == "Zorb: Ann Lee"
+    assert mem_token_span(tokenizer, encode(tokenizer, "<think>x</think>")) is None
+
+
+@pytest.mark.parametrize("context", ["memory", "full"])
+def test_rollouts_record_exact_tokens_and_score(tokenizer, context):
+    _, rs = rollouts(tokenizer, context)
+    assert [r.group for r in rs] == [0, 0] and rs[0].gold == "Ann Lee; Tarvik"
+    r = rs[0]
+    assert r.score == 2 and r.info["format_ok"] and len(r.turns) == 3
+    for turn, text in zip(r.turns, TURNS):
+        assert turn.response_ids == encode(tokenizer, text)
+        assert len(turn.logprobs) == len(turn.response_ids)
+    first = render(tokenizer, r.turns[0].full_context)
+    assert tokenizer.decode(r.turns[0].prompt_ids) == first
+    if context == "memory":  # each prompt is the freshly rendered memory view
+        assert "<search>Zorb</search>" not in tokenizer.decode(r.turns[2].prompt_ids)
+    else:  # each prompt extends the last one by the response and the environment's reply
+        for a, b in zip(r.turns, r.turns[1:]):
+            assert b.prompt_ids[: len(a.prompt_ids) + len(a.response_ids)] == a.prompt_ids + a.response_ids
+        assert tokenizer.decode(r.turns[2].prompt_ids) == render(tokenizer, r.turns[2].full_context)
+
+
+def test_samples_mask_prompt_and_tool_tokens(tokenizer):
+    _, rs = rollouts(tokenizer, "full")
+    a_mem = {(0, 1): 0.5, (0, 2): -1.0}
+    [s0, s1] = build_samples(rs, [1.0, -1.0], a_mem, "full")
+    turns = rs[0].turns
+    assert sum(s0.response_mask) == sum(len(t.response_ids) for t in turns)
+    generated = [tok for tok, m in zip(s0.input_ids, s0.response_mask) if m]
+    assert generated == [i for t in turns for i in t.response_ids]  # tool and prompt tokens excluded
+    mem_text = tokenizer.decode([tok for tok, m in zip(s0.input_ids, s0.mem_mask) if m])
+    assert mem_text == "<mem>Zorb: Ann Lee</mem><mem>Zorb: Ann Lee; born Tarvik</mem>"  # turn 1 not scored
+    assert sorted(set(s0.a_mem)) == [-1.0, 0.0, 0.5] and sum(s1.a_mem) == 0.0
+    samples = build_samples(rs, [1.0, -1.0], a_mem, "memory")
+    assert len(samples) == 6 and all(sum(s.response_mask) == len(t.response_ids) for s, t in zip(samples, turns))
+    batch = collate(samples, tokenizer.pad_token_id)
+    shifted = batch["response_mask"][0]  # position k of the shifted masks describes token k + 1
+    assert shifted[len(turns[0].prompt_ids) - 1] == 1 and shifted[len(turns[0].prompt_ids) - 2] == 0
+    assert batch["old_logp"][0][len(turns[0].prompt_ids) - 1].item() == pytest.approx(-0.01)
+    assert batch["input_ids"].shape == batch["attention_mask"].shape
+    assert torch.equal(batch["a_out"], torch.tensor([1.0, 1.0, 1.0, -1.0, -1.0, -1.0]))
+
+
+def test_memory_reward_scores_the_contexts_it_claims(tokenizer):
+    backend, rs = rollouts(tokenizer, "memory")
+    pairs = scored_turns(rs)
+    assert pairs == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    assert scored_turns(rs, first_turn=True)[:3] == [(0, 0), (0, 1), (0, 2)]
+    p_mem, p_full = answer_probabilities(backend, rs, pairs)
+    [(contexts, continuations)] = backend.scored
+    turn = rs[0].turns[1]
+    mem_text = render(tokenizer, turn.mem_context, continue_final=True) + "<answer>"
+    full_text = render(tokenizer, turn.full_context) + "<answer>"
+    assert tokenizer.decode(contexts[0]) == mem_text and mem_text.endswith("<mem>Zorb: Ann Lee</mem><answer>")
+    assert "<tool_response>" not in mem_text
+    assert tokenizer.decode(contexts[1]) == full_text and "Doc 1(Title: Zorb)" in full_text
+    assert tokenizer.decode(continuations[0]) == "Ann Lee; Tarvik" == tokenizer.decode(continuations[1])
+    assert p_mem[0] == pytest.approx(math.exp(-len(contexts[0]) / 1000))
+    assert p_full[0] == pytest.approx(math.exp(-len(contexts[1]) / 1000))
+    assert p_mem[0] > p_full[0]  # shorter context, higher fake probability
