@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -117,10 +116,11 @@ def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, optimizer: Any, s
     trainer_state = {"optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(), "step": step}
     torch.save(trainer_state, tmp / "trainer.pt")
     (tmp / "step.json").write_text(json.dumps({"step": step}))
-    old = run_dir / "checkpoint.old"
-    if (run_dir / "checkpoint").exists():
-        (run_dir / "checkpoint").rename(old)
-    tmp.rename(run_dir / "checkpoint")
+    current, old = run_dir / "checkpoint", run_dir / "checkpoint.old"
+    if current.exists():  # else a kill hit the last swap and "checkpoint.old" is the newest: keep it
+        shutil.rmtree(old, ignore_errors=True)
+        current.rename(old)
+    tmp.rename(current)
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -130,6 +130,18 @@ def load_checkpoint(run_dir: Path) -> Path | None:
         if (run_dir / name / "step.json").exists():
             return run_dir / name
     return None
+
+
+def read_metrics(path: Path) -> list[str]:
+    """The complete lines of a metrics log (a kill can leave the last one torn)."""
+    lines = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            break
+        lines.append(line)
+    return lines
 
 
 def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]:
@@ -143,21 +155,28 @@ def train(cfg: Config) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
 
     # 1. Policy, frozen reference (the starting point), optimizer; or the last checkpoint.
     start_dir = Path(cfg.policy) if cfg.policy else ensure_warmup(SFTConfig(task_seed=cfg.task_seed, hops=cfg.hops))
     ckpt = load_checkpoint(run_dir)
+    for partial in run_dir.glob(".ckpt-*"):  # checkpoints a kill interrupted while being written
+        shutil.rmtree(partial, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(start_dir)
-    model = AutoModelForCausalLM.from_pretrained(ckpt or start_dir, torch_dtype=torch.float32)
-    ref = AutoModelForCausalLM.from_pretrained(start_dir, torch_dtype=torch.float32).eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    ref = AutoModelForCausalLM.from_pretrained(start_dir, dtype=torch.float32).eval().requires_grad_(False)
     start = 0
-    if ckpt is not None:
-        state = torch.load(ckpt / "trainer.pt", weights_only=False)
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
-        start = state["step"]
+    try:
+        model = AutoModelForCausalLM.from_pretrained(ckpt or start_dir, dtype=torch.float32)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+        if ckpt is not None:
+            state = torch.load(ckpt / "trainer.pt", weights_only=False)
+            optimizer.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["torch_rng"])
+            start = state["step"]
+    except Exception as e:
+        if ckpt is None:
+            raise
+        raise RuntimeError(f"checkpoint {ckpt} is unreadable ({e}); move it away to restart {run_dir} "
+                           "from step 0") from e
     backend = HFBackend(model, tokenizer)
 
     # 2. The environment: one per rollout, sharing the task and the search index.
@@ -169,8 +188,7 @@ def train(cfg: Config) -> dict[str, Any]:
 
     # Metrics lines past the checkpoint belong to steps that will run again: drop them.
     metrics_path = run_dir / "metrics.jsonl"
-    kept = [line for line in (metrics_path.read_text().splitlines() if metrics_path.exists() else [])
-            if line.strip() and json.loads(line)["step"] <= start]
+    kept = [line for line in read_metrics(metrics_path) if json.loads(line)["step"] <= start]
     metrics_path.write_text("".join(line + "\n" for line in kept))
 
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=cfg.algo)

@@ -77,9 +77,9 @@ class _Episode:
 
     def __init__(self, env: MemSearchQAEnv, tokenizer: Any, group: int, indices: list[int], include_tags: bool):
         self.env, self.tokenizer, self.include_tags = env, tokenizer, include_tags
-        self.obs, info = env.reset(options={"index": indices})
+        obs, info = env.reset(options={"index": indices})
         self.rollout = Rollout(group, "; ".join(o["answers"][0] for o in info["objectives"]))
-        self.prompt_ids = encode(tokenizer, render(tokenizer, self.obs))
+        self.prompt_ids = encode(tokenizer, render(tokenizer, obs))
         self.done = False
 
     def step(self, response_ids: list[int], logprobs: list[float]) -> None:
@@ -102,7 +102,6 @@ class _Episode:
                 raise ValueError("the chat template does not render the history as a growing prefix; "
                                  "use context='memory' with this tokenizer")
             self.prompt_ids = self.prompt_ids + response_ids + encode(tok, after[len(before):])
-        self.obs = obs
 
 
 def collect_rollouts(

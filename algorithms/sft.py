@@ -80,7 +80,7 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
         exists = (tiny_dir / "config.json").exists()
         base = tiny_dir if exists else build_tiny_policy(tiny_dir, task_seed=cfg.task_seed, seed=cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     turns = oracle_turns(cfg, tokenizer)
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)

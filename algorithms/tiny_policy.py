@@ -79,7 +79,7 @@ def build_model(vocab_size: int, *, hidden: int = 128, layers: int = 4, heads: i
         vocab_size=vocab_size, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=4096,
         tie_word_embeddings=True, rope_theta=10000.0, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
-        bos_token_id=None, torch_dtype="float32",
+        bos_token_id=None,
     )
     with torch.random.fork_rng():  # seeded initialisation that leaves the caller's RNG alone
         torch.manual_seed(seed)

@@ -13,7 +13,6 @@ pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agents.backends import Generation, HFBackend, PolicyBackend
-from algorithms.tiny_policy import build_tiny_policy
 
 # Two memorised turns: one runs on past </search> (so only a stop string ends it), one ends with eos.
 MEMORISED = {
@@ -31,15 +30,6 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="session")
-def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built once per session into a folder that test_tiny_policy's fixture reuses."""
-    path = tmp_path_factory.getbasetemp() / "tiny-policy"
-    if not (path / "config.json").exists():
-        build_tiny_policy(path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from agents.backends.base import Generation
 from algorithms.batch import build_samples, collate
 from algorithms.memory_reward import answer_probabilities, scored_turns
 from algorithms.rollout import collect_rollouts, encode, mem_token_span, render
-from algorithms.tiny_policy import build_tiny_policy
 from mempo_env import Document, QARecord, QATask
 from mempo_env.env import MemSearchQAEnv
 
@@ -24,8 +23,8 @@ TURNS = ["<mem>nothing yet</mem><think>search the film</think><search>Zorb</sear
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    return AutoTokenizer.from_pretrained(build_tiny_policy(tmp_path_factory.mktemp("tiny") / "policy"))
+def tokenizer(policy_dir):
+    return AutoTokenizer.from_pretrained(policy_dir)
 
 
 class ScriptedBackend:

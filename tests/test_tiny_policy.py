@@ -31,15 +31,6 @@ MESSAGES = [
 
 
 @pytest.fixture(scope="session")
-def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built once per session into a folder that test_hf_backend's fixture reuses."""
-    path = tmp_path_factory.getbasetemp() / "tiny-policy"
-    if not (path / "config.json").exists():
-        build_tiny_policy(path)
-    return path
-
-
-@pytest.fixture(scope="session")
 def tokenizer(policy_dir: Path):
     return AutoTokenizer.from_pretrained(policy_dir)
 

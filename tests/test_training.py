@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,8 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from algorithms.mempo import Config, train
+from algorithms.mempo import Config, load_checkpoint, save_checkpoint, train
 from algorithms.sft import SFTConfig, ensure_warmup
 
 TINY = dict(questions_per_step=2, group_size=2, max_turns=4, max_new_tokens=24, minibatch_size=8,
@@ -40,6 +43,11 @@ def test_one_step_of_each_algorithm(warmup, tmp_path, algo):
         assert "p_mem" not in m  # the memory term is MemPO's only
     assert (run / "checkpoint" / "model.safetensors").exists()
     assert set(result["eval"]) == {"start", "trained"} and (run / "eval.md").exists()
+    if algo == "mempo":  # a damaged checkpoint stops the resume with a clear error, and deletes nothing
+        (run / "checkpoint" / "model.safetensors").write_bytes(b"not a tensor file")
+        with pytest.raises(RuntimeError, match="unreadable"):
+            train(Config(algo=algo, policy=str(warmup), run_dir=str(run), steps=2, **TINY))
+        assert len(metrics(run)) == 1 and (run / "checkpoint" / "trainer.pt").exists()
 
 
 def run_cli(args: list[str]) -> subprocess.Popen:
@@ -67,3 +75,21 @@ def test_killed_run_resumes_to_the_same_steps_without_duplicate_metrics(warmup, 
     steps = [m["step"] for m in metrics(run)]
     assert steps == [1, 2, 3, 4]
     assert json.loads((run / "checkpoint" / "step.json").read_text())["step"] == 4
+
+
+def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
+    model = AutoModelForCausalLM.from_pretrained(warmup)
+    tokenizer = AutoTokenizer.from_pretrained(warmup)
+    optimizer = torch.optim.AdamW(model.parameters())
+    step = lambda: json.loads((load_checkpoint(tmp_path) / "step.json").read_text())["step"]  # noqa: E731
+    save_checkpoint(tmp_path, model, tokenizer, optimizer, 1)
+    # killed after the current checkpoint was moved aside, before the new one took its place
+    (tmp_path / "checkpoint").rename(tmp_path / "checkpoint.old")
+    assert load_checkpoint(tmp_path) == tmp_path / "checkpoint.old" and step() == 1
+    save_checkpoint(tmp_path, model, tokenizer, optimizer, 2)
+    assert load_checkpoint(tmp_path) == tmp_path / "checkpoint" and step() == 2
+    assert not (tmp_path / "checkpoint.old").exists()
+    # killed after the new checkpoint was in place, before the old one was removed
+    shutil.copytree(tmp_path / "checkpoint", tmp_path / "checkpoint.old")
+    save_checkpoint(tmp_path, model, tokenizer, optimizer, 3)
+    assert step() == 3 and not (tmp_path / "checkpoint.old").exists()
