@@ -1,4 +1,4 @@
-"""Held-out evaluation of a policy backend: greedy episodes, EM, F1 and token costs with 95% CIs."""
+"""Held-out evaluation of a policy backend: greedy episodes on fixed questions (tables: benchmarks.summary)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 
 from agents.backends.base import PolicyBackend
 from algorithms.rollout import collect_rollouts
-from benchmarks.summary import mean_ci
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.types import QATask
@@ -26,23 +25,3 @@ def evaluate_policy(backend: PolicyBackend, task: QATask, *, episodes: int = 200
                            tokenizer=backend.tokenizer) for _ in range(episodes)]
     rollouts = collect_rollouts(backend, envs, groups, max_new_tokens=max_new_tokens, temperature=0.0)
     return [r.info for r in rollouts]
-
-
-def summarize(infos: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """Mean and 95% half-width of EM, F1 (in %), total tokens (TT) and peak tokens (PT)."""
-    return {
-        "em": mean_ci([100 * i["em"] for i in infos]),
-        "f1": mean_ci([100 * i["f1"] for i in infos]),
-        "format_ok": mean_ci([100 * i["format_ok"] for i in infos]),
-        "total_tokens": mean_ci([i["total_tokens"] for i in infos]),
-        "peak_tokens": mean_ci([i["peak_tokens"] for i in infos]),
-    }
-
-
-def table(rows: dict[str, dict[str, tuple[float, float]]]) -> str:
-    """A markdown table, one row per named policy."""
-    cols = ["em", "f1", "format_ok", "total_tokens", "peak_tokens"]
-    lines = ["| policy | EM % | F1 % | format ok % | total tokens | peak tokens |", "|---" * 6 + "|"]
-    for name, stats in rows.items():
-        lines.append("| " + " | ".join([name] + [f"{stats[c][0]:.1f} ± {stats[c][1]:.1f}" for c in cols]) + " |")
-    return "\n".join(lines)

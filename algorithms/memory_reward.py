@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 from agents.backends.base import PolicyBackend
-from algorithms.rollout import Rollout, encode, render
+from algorithms.rollout import Rollout, encode
+from mempo_env.views import render_prompt
 
 
 def scored_turns(rollouts: list[Rollout], *, first_turn: bool = False) -> list[tuple[int, int]]:
@@ -29,8 +30,8 @@ def answer_probabilities(backend: PolicyBackend, rollouts: list[Rollout], pairs:
     contexts, continuations = [], []
     for i, t in pairs:
         turn, gold = rollouts[i].turns[t], encode(tok, rollouts[i].gold)
-        contexts.append(encode(tok, render(tok, turn.mem_context, continue_final=True) + "<answer>"))
-        contexts.append(encode(tok, render(tok, turn.full_context) + "<answer>"))
+        contexts.append(encode(tok, render_prompt(turn.mem_context, tok, continue_final=True) + "<answer>"))
+        contexts.append(encode(tok, render_prompt(turn.full_context, tok) + "<answer>"))
         continuations += [gold, gold]
     if not contexts:
         return [], []

@@ -30,11 +30,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agents.backends.hf import HFBackend
 from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
 from algorithms.batch import build_samples, collate
-from algorithms.evaluate import evaluate_policy, summarize, table
+from algorithms.evaluate import evaluate_policy
 from algorithms.loss import ppo_loss, token_logprobs
 from algorithms.memory_reward import answer_probabilities, scored_turns
 from algorithms.rollout import collect_rollouts
 from algorithms.sft import SFTConfig, ensure_warmup
+from benchmarks.run import load_done
+from benchmarks.summary import markdown_table, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.tasks import make_generated_task
@@ -132,18 +134,6 @@ def load_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-def read_metrics(path: Path) -> list[str]:
-    """The complete lines of a metrics log (a kill can leave the last one torn)."""
-    lines = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            json.loads(line)
-        except json.JSONDecodeError:
-            break
-        lines.append(line)
-    return lines
-
-
 def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]:
     """The step's question groups, a pure function of (seed, step): a resumed run sees the same data."""
     rng = np.random.default_rng([cfg.seed, step])
@@ -188,8 +178,8 @@ def train(cfg: Config) -> dict[str, Any]:
 
     # Metrics lines past the checkpoint belong to steps that will run again: drop them.
     metrics_path = run_dir / "metrics.jsonl"
-    kept = [line for line in read_metrics(metrics_path) if json.loads(line)["step"] <= start]
-    metrics_path.write_text("".join(line + "\n" for line in kept))
+    kept = [m for m in load_done(metrics_path) if m["step"] <= start]
+    metrics_path.write_text("".join(json.dumps(m) + "\n" for m in kept))
 
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=cfg.algo)
     for step in bar:
@@ -268,15 +258,16 @@ def train(cfg: Config) -> dict[str, Any]:
     result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps}
     if cfg.eval_episodes:
         test = make_generated_task("test", seed=cfg.task_seed, hops=cfg.hops)
-        rows = {}
+        records = []
         for name, weights in (("start", ref), ("trained", model)):
             infos = evaluate_policy(HFBackend(weights, tokenizer), test, episodes=cfg.eval_episodes,
                                     objectives=cfg.objectives, max_turns=cfg.max_turns,
                                     max_new_tokens=cfg.max_new_tokens)
-            rows[name] = summarize(infos)
-        result["eval"] = rows
+            records += [{**i, "agent": name, "context": "memory", "objectives": cfg.objectives} for i in infos]
+        rows = summarize(records)
+        result["eval"] = {row["agent"]: row for row in rows}
         (run_dir / "eval.json").write_text(json.dumps(rows, indent=1))
-        text = table(rows)
+        text = markdown_table(rows)
         (run_dir / "eval.md").write_text(text + "\n")
         print(text)
     return result

@@ -18,7 +18,7 @@ from typing import Any
 
 from agents.backends.base import PolicyBackend
 from mempo_env.env import MemSearchQAEnv
-from mempo_env.views import Message
+from mempo_env.views import Message, render_prompt
 
 STOP = ("</search>", "</answer>", "</access>")
 
@@ -43,13 +43,6 @@ class Rollout:
     @property
     def score(self) -> float:
         return float(self.info.get("score", 0.0))
-
-
-def render(tokenizer: Any, messages: list[Message], *, continue_final: bool = False) -> str:
-    """A view as prompt text: a generation prompt after it, or the last (assistant) message left open."""
-    if continue_final:
-        return tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True)
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
@@ -79,7 +72,7 @@ class _Episode:
         self.env, self.tokenizer, self.include_tags = env, tokenizer, include_tags
         obs, info = env.reset(options={"index": indices})
         self.rollout = Rollout(group, "; ".join(o["answers"][0] for o in info["objectives"]))
-        self.prompt_ids = encode(tokenizer, render(tokenizer, obs))
+        self.prompt_ids = encode(tokenizer, render_prompt(obs, tokenizer))
         self.done = False
 
     def step(self, response_ids: list[int], logprobs: list[float]) -> None:
@@ -94,10 +87,10 @@ class _Episode:
         if self.done:
             self.rollout.info = info
         elif self.env.context == "memory":
-            self.prompt_ids = encode(tok, render(tok, obs))
+            self.prompt_ids = encode(tok, render_prompt(obs, tok))
         else:  # extend the running sequence by the environment's reply, tokenised once
-            before = render(tok, info["full_context"]) + action
-            after = render(tok, self.env.messages)
+            before = render_prompt(info["full_context"], tok) + action
+            after = render_prompt(self.env.messages, tok)
             if not after.startswith(before):
                 raise ValueError("the chat template does not render the history as a growing prefix; "
                                  "use context='memory' with this tokenizer")

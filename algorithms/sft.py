@@ -25,11 +25,13 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agents import OracleAgent
-from algorithms.rollout import encode, render
+from algorithms.loss import token_logprobs
+from algorithms.rollout import encode
 from algorithms.tiny_policy import build_tiny_policy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.tasks import make_generated_task
+from mempo_env.views import render_prompt
 
 
 @dataclass
@@ -66,7 +68,7 @@ def oracle_turns(cfg: SFTConfig, tokenizer) -> list[tuple[list[int], list[int]]]
         done = False
         while not done:
             action = agent.act(obs, info)
-            turns.append((encode(tokenizer, render(tokenizer, obs)), encode(tokenizer, action)))
+            turns.append((encode(tokenizer, render_prompt(obs, tokenizer)), encode(tokenizer, action)))
             obs, _, terminated, truncated, info = env.step(action)
             done = terminated or truncated
     return turns
@@ -96,8 +98,7 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
             ids[i, : len(p) + len(r)] = torch.tensor(p + r)
             attention[i, : len(p) + len(r)] = 1
             target[i, len(p) : len(p) + len(r)] = 1
-        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
-        logp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        logp = token_logprobs(model, ids, attention)
         mask = target[:, 1:]
         loss = -(logp * mask).sum() / mask.sum()
         optimizer.zero_grad()

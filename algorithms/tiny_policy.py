@@ -20,6 +20,7 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 import mempo_env  # noqa: F401
 from agents import OracleAgent
+from benchmarks.run import run_episode
 from mempo_env.prompts import PROMPTS
 from mempo_env.tasks import make_generated_task
 
@@ -42,15 +43,9 @@ def training_texts(task_seed: int = 0, episodes: int = 400) -> list[str]:
     texts = [f"{d.title} {d.text}" for d in task.corpus] + [q.question for q in task.questions]
     texts += [p.system for p in PROMPTS.values()] + [PROMPTS["train-v1"].user(["a", "b"])]
     env = gym.make("MemSearchQA-v0", dataset=task, objectives=2, cache_dir=None)
-    agent = OracleAgent()
     for seed in range(episodes):
-        obs, info = env.reset(seed=seed)
-        done = False
-        while not done:
-            action = agent.act(obs, info)
-            texts.append(action)
-            obs, _, terminated, truncated, info = env.step(action)
-            done = terminated or truncated
+        trajectory = run_episode(env, OracleAgent(), seed)["trajectory"]
+        texts += [m["content"] for m in trajectory if m["role"] == "assistant"]
     return texts
 
 

@@ -34,11 +34,14 @@ def mem_context(messages: list[Message], mem: str) -> list[Message]:
     return [dict(m) for m in messages[:2]] + [{"role": "assistant", "content": f"<mem>{mem}</mem>"}]
 
 
-def render_prompt(messages: list[Message], tokenizer: Any, *, add_generation_prompt: bool = True) -> str:
-    """One prompt string through the tokenizer's chat template, for agents that want text."""
+def render_prompt(messages: list[Message], tokenizer: Any, *, continue_final: bool = False) -> str:
+    """One prompt string through the tokenizer's chat template: a generation prompt after the
+    messages, or, with ``continue_final``, the last (assistant) message left open to continue."""
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("the tokenizer has no chat template; set tokenizer.chat_template first")
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    if continue_final:
+        return tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True)
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 def count_tokens(messages: list[Message], tokenizer: Any) -> int:

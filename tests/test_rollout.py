@@ -9,9 +9,10 @@ from transformers import AutoTokenizer
 from agents.backends.base import Generation
 from algorithms.batch import build_samples, collate
 from algorithms.memory_reward import answer_probabilities, scored_turns
-from algorithms.rollout import collect_rollouts, encode, mem_token_span, render
+from algorithms.rollout import collect_rollouts, encode, mem_token_span
 from mempo_env import Document, QARecord, QATask
 from mempo_env.env import MemSearchQAEnv
+from mempo_env.views import render_prompt
 
 DOCS = [Document("d1", "Zorb", "Zorb is a film directed by Ann Lee."),
         Document("d2", "Ann Lee", "Ann Lee was born in Tarvik.")]
@@ -72,14 +73,14 @@ def test_rollouts_record_exact_tokens_and_score(tokenizer, context):
     for turn, text in zip(r.turns, TURNS):
         assert turn.response_ids == encode(tokenizer, text)
         assert len(turn.logprobs) == len(turn.response_ids)
-    first = render(tokenizer, r.turns[0].full_context)
+    first = render_prompt(r.turns[0].full_context, tokenizer)
     assert tokenizer.decode(r.turns[0].prompt_ids) == first
     if context == "memory":  # each prompt is the freshly rendered memory view
         assert "<search>Zorb</search>" not in tokenizer.decode(r.turns[2].prompt_ids)
     else:  # each prompt extends the last one by the response and the environment's reply
         for a, b in zip(r.turns, r.turns[1:]):
             assert b.prompt_ids[: len(a.prompt_ids) + len(a.response_ids)] == a.prompt_ids + a.response_ids
-        assert tokenizer.decode(r.turns[2].prompt_ids) == render(tokenizer, r.turns[2].full_context)
+        assert tokenizer.decode(r.turns[2].prompt_ids) == render_prompt(r.turns[2].full_context, tokenizer)
 
 
 def test_samples_mask_prompt_and_tool_tokens(tokenizer):
@@ -111,8 +112,8 @@ def test_memory_reward_scores_the_contexts_it_claims(tokenizer):
     p_mem, p_full = answer_probabilities(backend, rs, pairs)
     [(contexts, continuations)] = backend.scored
     turn = rs[0].turns[1]
-    mem_text = render(tokenizer, turn.mem_context, continue_final=True) + "<answer>"
-    full_text = render(tokenizer, turn.full_context) + "<answer>"
+    mem_text = render_prompt(turn.mem_context, tokenizer, continue_final=True) + "<answer>"
+    full_text = render_prompt(turn.full_context, tokenizer) + "<answer>"
     assert tokenizer.decode(contexts[0]) == mem_text and mem_text.endswith("<mem>Zorb: Ann Lee</mem><answer>")
     assert "<tool_response>" not in mem_text
     assert tokenizer.decode(contexts[1]) == full_text and "Doc 1(Title: Zorb)" in full_text
