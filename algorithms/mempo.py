@@ -27,7 +27,7 @@ import tyro
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agents.backends.hf import HFBackend
+from agents.backends import make_backend
 from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
 from algorithms.batch import build_samples, collate
 from algorithms.evaluate import evaluate_policy
@@ -60,6 +60,8 @@ class Config:
     """hops per generated question"""
     objectives: int = 2
     """questions per episode (the paper trains at 2)"""
+    backend: str = "hf"
+    """rollout engine: "hf" (transformers, in-process; see agents.backends.make_backend for the others)"""
     context: str = "memory"
     """training layout: "memory" (one sample per turn, prepare_prompt view) or "full" (one per rollout)"""
     steps: int = 20
@@ -167,7 +169,7 @@ def train(cfg: Config) -> dict[str, Any]:
             raise
         raise RuntimeError(f"checkpoint {ckpt} is unreadable ({e}); move it away to restart {run_dir} "
                            "from step 0") from e
-    backend = HFBackend(model, tokenizer)
+    backend = make_backend(cfg.backend, model, tokenizer)
 
     # 2. The environment: one per rollout, sharing the task and the search index.
     task = make_generated_task("train", seed=cfg.task_seed, hops=cfg.hops)
@@ -260,7 +262,7 @@ def train(cfg: Config) -> dict[str, Any]:
         test = make_generated_task("test", seed=cfg.task_seed, hops=cfg.hops)
         records = []
         for name, weights in (("start", ref), ("trained", model)):
-            infos = evaluate_policy(HFBackend(weights, tokenizer), test, episodes=cfg.eval_episodes,
+            infos = evaluate_policy(make_backend("hf", weights, tokenizer), test, episodes=cfg.eval_episodes,
                                     objectives=cfg.objectives, max_turns=cfg.max_turns,
                                     max_new_tokens=cfg.max_new_tokens)
             records += [{**i, "agent": name, "context": "memory", "objectives": cfg.objectives} for i in infos]

@@ -14,6 +14,18 @@ if TYPE_CHECKING:
     from agents.backends.hf import HFBackend
 
 
+def make_backend(name: str, model: Any, tokenizer: Any, **options: Any) -> PolicyBackend:
+    """The rollout engine called ``name`` serving ``model`` (the trainer's ``torch.nn.Module``).
+
+    ``"hf"``: transformers, in-process, sharing the trainer's model object.
+    """
+    if name == "hf":
+        from agents.backends.hf import HFBackend
+
+        return HFBackend(model, tokenizer, **options)
+    raise ValueError(f"unknown backend {name!r}; known: hf")
+
+
 def __getattr__(name: str) -> Any:
     if name == "HFBackend":
         from agents.backends.hf import HFBackend
@@ -22,4 +34,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Generation", "HFBackend", "PolicyBackend"]
+__all__ = ["Generation", "HFBackend", "PolicyBackend", "make_backend"]
