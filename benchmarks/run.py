@@ -1,14 +1,29 @@
-"""Evaluate agents on MemSearchQA-v0: ``python -m benchmarks.run`` (defaults: the generated task).
+"""Evaluate agents on MemSearchQA-v0 as the horizon grows: ``python -m benchmarks.run``.
 
-Every episode is appended to ``episodes.jsonl`` as it finishes; started again with the same
-arguments, a run skips the episodes it already has. Episode ``e`` of every agent and view is reset
-with seed ``seed + e``, so all agents answer the same questions.
+    python -m benchmarks.run                     # scripted agents on the generated task (~30 s)
+    python -m benchmarks.run --dataset hotpotqa --objectives 1,2 --out runs/real/hotpotqa
+    python -m benchmarks.run --agents vllm:MODEL --tokenizer MODEL --dataset musique --out runs/musique
+
+Writes ``OUT/episodes.jsonl`` (one line per finished episode: questions, gold answers, trajectory,
+metrics), ``config.json``, ``results.json``, ``table.md`` and the plots of ``benchmarks.report``.
+Started again with the same arguments, a run skips the episodes it has, so a killed run loses
+nothing; new agents, views, objective counts or more episodes extend it. Episode ``e`` of every
+cell is reset with seed ``seed + e``, so all agents and views answer the same questions. The
+episodes of a cell run in lockstep, ``--batch`` at a time, so a model agent generates one batch
+per turn (``Agent.act_batch``).
+
+Costs: characters always; tokens (TT, PT) when ``--tokenizer`` names a Hugging Face tokenizer,
+which should be the evaluated model's own. The turn budget of a k-objective episode is
+``max(--max-turns, --turns-per-objective * k)``, so that at 10 objectives the budget, not memory,
+is not what ends the oracle's episodes; ``--turns-per-objective 0`` keeps the paper's fixed 16.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,100 +32,278 @@ from tqdm import tqdm
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
-from benchmarks.summary import markdown_table, summarize
+from benchmarks.report import CONFIG, EPISODES, BenchmarkError, read_episodes, write_report
+from mempo_env.prompts import get_prompt
 from mempo_env.retrieval import make_retriever
 from mempo_env.retrieval.cache import RecordReplayRetriever
 from mempo_env.tasks import resolve_task
+from mempo_env.types import QATask
+
+OBJECTIVES = (1, 2, 4, 6, 8, 10)
+CONTEXTS = ("memory", "full")
+KEEP = ("answer", "score", "em", "f1", "correct", "format_ok", "format_failed", "n_turns", "n_searches",
+        "total_chars", "peak_chars", "total_tokens", "peak_tokens")
 
 
-def run_episode(env: gym.Env, agent: Agent, seed: int) -> dict[str, Any]:
-    obs, info = env.reset(seed=seed)
-    done = False
-    while not done:
-        obs, _, terminated, truncated, info = env.step(agent.act(obs, info))
-        done = terminated or truncated
-    keep = ("answer", "score", "em", "f1", "correct", "format_ok", "format_failed", "n_turns", "n_searches",
-            "total_chars", "peak_chars", "total_tokens", "peak_tokens")
-    record = {k: info[k] for k in keep if k in info}
+def episode_record(env: gym.Env, info: dict[str, Any]) -> dict[str, Any]:
+    """What the log keeps of a finished episode: metrics, the questions and the whole trajectory."""
+    record = {k: info[k] for k in KEEP if k in info}
     record["question_ids"] = [o["id"] for o in info["objectives"]]
+    record["questions"] = [o["question"] for o in info["objectives"]]
     record["golden_answers"] = [o["answers"] for o in info["objectives"]]
     record["trajectory"] = env.unwrapped.messages
     return record
 
 
+def play(agent: Agent, envs: Sequence[gym.Env], seeds: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Play one episode per seed, ``len(envs)`` at a time in lockstep (one ``act_batch`` call per
+    turn); yield ``(index into seeds, record)`` as each episode finishes."""
+    queue = list(enumerate(seeds))
+    free, live = list(envs), []  # live: [index, env, observation, info]
+    while queue or live:
+        while queue and free:
+            i, seed = queue.pop(0)
+            env = free.pop()
+            live.append([i, env, *env.reset(seed=seed)])
+        actions = agent.act_batch([slot[2] for slot in live], [slot[3] for slot in live])
+        still = []
+        for (i, env, _, _), action in zip(live, actions):
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                free.append(env)
+                yield i, episode_record(env, info)
+            else:
+                still.append([i, env, obs, info])
+        live = still
+
+
+def run_episode(env: gym.Env, agent: Agent, seed: int) -> dict[str, Any]:
+    """One episode from ``env.reset(seed=seed)`` to its end."""
+    return next(play(agent, [env], [seed]))[1]
+
+
 def load_done(path: Path) -> list[dict[str, Any]]:
-    """Finished episodes; a torn last line (killed mid-write) is dropped and rewritten later."""
+    """Finished episodes; a torn last line (killed mid-write) is dropped from the file, to be rerun."""
     if not path.exists():
         return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
+    records = read_episodes(path)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return records
 
 
+def dataset_name(dataset: str | Path | QATask | None, split: str) -> str:
+    if isinstance(dataset, QATask):
+        return dataset.name
+    if dataset is None or dataset == "generated":
+        return f"generated-{split}"
+    from mempo_env.tasks.loaders import SHARED_SETS
+
+    return str(dataset) if dataset in SHARED_SETS else Path(dataset).stem
+
+
+def load_task(dataset: str | Path | QATask | None, corpus: str | Path | None, split: str) -> QATask:
+    """The question set, with errors that name the fix for an unknown name or a missing file."""
+    from mempo_env.tasks.loaders import DATA_DIR_ENV, SHARED_SETS, DataError
+
+    named = dataset is None or isinstance(dataset, QATask) or dataset == "generated" or dataset in SHARED_SETS
+    if not named and not Path(dataset).is_file():
+        raise BenchmarkError(f"unknown dataset {str(dataset)!r}: neither a file nor a known name "
+                             f"(generated, {', '.join(SHARED_SETS)})")
+    if corpus is not None and not Path(corpus).is_file():
+        raise BenchmarkError(f"corpus file {corpus} not found")
+    try:
+        return resolve_task(dataset, corpus=corpus, split=split)
+    except FileNotFoundError as e:  # a shared set without the shared data folder
+        raise BenchmarkError(f"{e} (set {DATA_DIR_ENV} to the folder of the shared QA files)") from None
+    except DataError as e:
+        raise BenchmarkError(str(e)) from None
+
+
+def load_tokenizer(name: str | None) -> Any:
+    if name is None:
+        return None
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise BenchmarkError("--tokenizer needs transformers: pip install -e '.[train]'") from None
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as e:
+        raise BenchmarkError(f"cannot load tokenizer {name!r}: {e}") from None
+
+
+def build_agents(agents: Sequence[str | Agent] | Mapping[str, str | Agent]) -> dict[str, Agent]:
+    """Label -> agent. A spec string is labelled by itself, an ``Agent`` by its name."""
+    items = list(agents.items()) if isinstance(agents, Mapping) else [
+        (a if isinstance(a, str) else a.name, a) for a in agents]
+    if not items:
+        raise BenchmarkError("no agents given")
+    labels = [label for label, _ in items]
+    if len(set(labels)) < len(labels):
+        raise BenchmarkError(f"agent labels must be distinct, got {labels}; name them LABEL=SPEC")
+    built = {}
+    for label, agent in items:
+        try:
+            built[label] = make_agent(agent) if isinstance(agent, str) else agent
+        except ValueError as e:
+            raise BenchmarkError(str(e)) from None
+    return built
+
+
+def check_settings(out: Path, settings: dict[str, Any]) -> None:
+    """Refuse to mix episodes run with different settings in one folder (a resumed run must match)."""
+    config_path = out / CONFIG
+    if config_path.exists():
+        saved = json.loads(config_path.read_text())["settings"]
+        changed = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
+        if changed:
+            what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
+            raise BenchmarkError(f"{out} holds a run with other settings ({what}); use another --out")
+    elif (out / EPISODES).exists() and (out / EPISODES).stat().st_size:
+        raise BenchmarkError(f"{out / EPISODES} has no {CONFIG} beside it (an older runner wrote it); "
+                             "delete the folder or use another --out")
+
+
+def evaluate(
+    agents: Sequence[str | Agent] | Mapping[str, str | Agent],
+    *,
+    out_dir: str | Path = "runs/eval",
+    dataset: str | Path | QATask | None = None,
+    corpus: str | Path | None = None,
+    split: str = "test",
+    objectives: Sequence[int] = OBJECTIVES,
+    contexts: Sequence[str] = CONTEXTS,
+    episodes: int = 100,
+    seed: int = 0,
+    prompt: str = "eval",
+    max_turns: int = 16,
+    turns_per_objective: int = 4,
+    tokenizer: str | None = None,
+    retriever: str | None = None,
+    record_retrieval: str | Path | None = None,
+    replay_retrieval: str | Path | None = None,
+    batch_size: int = 32,
+    plots: bool = True,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Evaluate every agent x context x objectives cell on ``episodes`` episodes; return the summary
+    rows (``benchmarks.summary.summarize``) and write the run to ``out_dir`` (see the module doc).
+
+    ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``),
+    ready ``Agent`` objects, or a ``{label: spec or Agent}`` mapping.
+    """
+    objectives, contexts = list(objectives), list(contexts)
+    if not objectives or any(not isinstance(k, int) or k < 1 for k in objectives) or len(set(objectives)) < len(
+            objectives):
+        raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
+    if not contexts or not set(contexts) <= set(CONTEXTS) or len(set(contexts)) < len(contexts):
+        raise BenchmarkError(f"contexts must be distinct values of {CONTEXTS}, got {contexts}")
+    for name, value in (("episodes", episodes), ("batch_size", batch_size), ("max_turns", max_turns)):
+        if value < 1:
+            raise BenchmarkError(f"{name} must be at least 1, got {value}")
+    try:
+        get_prompt(prompt)
+    except ValueError as e:
+        raise BenchmarkError(str(e)) from None
+    built = build_agents(agents)
+    task = load_task(dataset, corpus, split)
+    if max(objectives) > len(task.questions):
+        raise BenchmarkError(f"{max(objectives)} objectives per episode but {task.name} has only "
+                             f"{len(task.questions)} questions")
+    settings = {"dataset": None if dataset is None or isinstance(dataset, QATask) else str(dataset),
+                "dataset_name": dataset_name(dataset, split), "corpus": None if corpus is None else str(corpus),
+                "split": split, "seed": seed, "prompt": prompt, "max_turns": max_turns,
+                "turns_per_objective": turns_per_objective, "tokenizer": tokenizer, "retriever": retriever}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    check_settings(out, settings)
+    tok = load_tokenizer(tokenizer)
+    grid = {"agents": list(built), "contexts": contexts, "objectives": objectives, "episodes": episodes}
+    (out / CONFIG).write_text(json.dumps({"settings": settings, "last_grid": grid}, indent=1))
+
+    if replay_retrieval:
+        search = RecordReplayRetriever(replay_retrieval, mode="replay")
+    else:
+        search = make_retriever(retriever, task.corpus)
+        if record_retrieval:
+            search = RecordReplayRetriever(record_retrieval, search, mode="record")
+
+    episodes_path = out / EPISODES
+    done = {(r["agent"], r["context"], r["objectives"], r["episode"]) for r in load_done(episodes_path)}
+    cells = [(label, c, k) for label in built for c in contexts for k in objectives]
+    todo = {cell: [e for e in range(episodes) if (*cell, e) not in done] for cell in cells}
+    total = len(cells) * episodes
+    with episodes_path.open("a") as sink, tqdm(total=total, initial=total - sum(map(len, todo.values())),
+                                               desc="episodes", disable=not progress) as bar:
+        for (label, context, k), eps in todo.items():
+            if not eps:
+                continue
+            bar.set_postfix_str(f"{label} {context} k={k}")
+            turns = max(max_turns, turns_per_objective * k)
+            envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=context, prompt=prompt,
+                             objectives=k, max_turns=turns, tokenizer=tok) for _ in range(min(batch_size, len(eps)))]
+            for i, record in play(built[label], envs, [seed + e for e in eps]):
+                head = {"agent": label, "context": context, "objectives": k, "episode": eps[i],
+                        "seed": seed + eps[i], "max_turns": turns}
+                sink.write(json.dumps({**head, **record}) + "\n")
+                sink.flush()
+                bar.update()
+    rows, table = write_report([out], out, plots=plots)
+    print(table)
+    return rows
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    if not re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", text):
+        raise BenchmarkError(f"{flag}: expected comma-separated positive integers like 1,2,4, got {text!r}")
+    return [int(v) for v in text.split(",")]
+
+
+def _agent_specs(text: str) -> dict[str, str]:
+    """``oracle,weak`` or ``base=hf:PATH,tuned=hf:PATH2``: label each spec by itself or by LABEL=."""
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    pairs = [m.groups() if (m := re.fullmatch(r"([\w.-]+)=(.+)", s)) else (s, s) for s in items]
+    labels = [label for label, _ in pairs]
+    if len(set(labels)) < len(labels):
+        raise BenchmarkError(f"--agents: labels must be distinct, got {labels}")
+    return dict(pairs)
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--agents", default="oracle,weak,random", help="comma-separated agent specs")
-    p.add_argument("--dataset", default=None, help="generated task (default), a shared set name or a file")
-    p.add_argument("--corpus", default=None, help="corpus file for --dataset")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--agents", default="oracle,weak,random",
+                   help="comma-separated agent specs (oracle, weak, random[:SEED], hf:PATH, vllm:PATH, "
+                        "openai:URL#MODEL), each optionally LABEL=SPEC")
+    p.add_argument("--dataset", default=None,
+                   help="generated (default), a shared set (hotpotqa, 2wiki, musique, ...) or a question file")
+    p.add_argument("--corpus", default=None, help="corpus file for a --dataset file without native paragraphs")
     p.add_argument("--split", default="test", help="generated task split")
     p.add_argument("--retriever", default=None, help="Search-R1 /retrieve URL (default: in-process BM25)")
     p.add_argument("--record-retrieval", metavar="LOG", help="append every search result to this JSONL log")
     p.add_argument("--replay-retrieval", metavar="LOG", help="answer searches only from this log (exact rerun)")
-    p.add_argument("--objectives", default="1,2,4", help="comma-separated questions per episode")
-    p.add_argument("--context", default="memory,full", help="comma-separated views: memory, full")
+    p.add_argument("--objectives", default=",".join(map(str, OBJECTIVES)), help="questions per episode: 1,2,4")
+    p.add_argument("--context", default=",".join(CONTEXTS), help="views, comma-separated: memory, full")
     p.add_argument("--prompt", default="eval", help="prompt template")
     p.add_argument("--episodes", type=int, default=100, help="episodes per agent x view x objectives")
-    p.add_argument("--max-turns", type=int, default=16)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tokenizer", default=None, help="HF tokenizer path: report TT/PT in tokens too")
+    p.add_argument("--max-turns", type=int, default=16, help="turn budget (at least; see --turns-per-objective)")
+    p.add_argument("--turns-per-objective", type=int, default=4, help="budget per objective; 0: --max-turns only")
+    p.add_argument("--seed", type=int, default=0, help="episode e is reset with seed + e")
+    p.add_argument("--tokenizer", default=None, help="HF tokenizer (path or hub id): report TT/PT in tokens too")
+    p.add_argument("--batch", type=int, default=32, help="episodes played in lockstep per agent call")
     p.add_argument("--out", default="runs/eval", help="output folder")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     args = p.parse_args(argv)
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    episodes_path = out / "episodes.jsonl"
-    records = load_done(episodes_path)
-    done = {(r["agent"], r["context"], r["objectives"], r["episode"]) for r in records}
-    tokenizer = None
-    if args.tokenizer:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    task = resolve_task(args.dataset, corpus=args.corpus, split=args.split)
-    if args.replay_retrieval:
-        retriever = RecordReplayRetriever(args.replay_retrieval, mode="replay")
-    else:
-        retriever = make_retriever(args.retriever, task.corpus)
-        if args.record_retrieval:
-            retriever = RecordReplayRetriever(args.record_retrieval, retriever, mode="record")
-    agents = [make_agent(s) for s in args.agents.split(",")]
-    grid = [(a, c, int(k)) for a in agents for c in args.context.split(",") for k in args.objectives.split(",")]
-    total = len(grid) * args.episodes
-    with episodes_path.open("a") as sink, tqdm(total=total, initial=len(done), desc="episodes") as bar:
-        for agent, context, k in grid:
-            todo = [e for e in range(args.episodes) if (agent.name, context, k, e) not in done]
-            if not todo:
-                continue
-            env = gym.make("MemSearchQA-v0", dataset=task, retriever=retriever, context=context,
-                           prompt=args.prompt, objectives=k, max_turns=args.max_turns, tokenizer=tokenizer)
-            for e in todo:
-                record = {"agent": agent.name, "context": context, "objectives": k, "episode": e,
-                          "seed": args.seed + e, **run_episode(env, agent, args.seed + e)}
-                sink.write(json.dumps(record) + "\n")
-                sink.flush()
-                records.append(record)
-                bar.update()
-    rows = summarize(records)
-    table = markdown_table(rows)
-    (out / "results.json").write_text(json.dumps(rows, indent=1))
-    (out / "table.md").write_text(table + "\n")
-    print(table)
-    return rows
+    try:
+        return evaluate(_agent_specs(args.agents), out_dir=args.out, dataset=args.dataset, corpus=args.corpus,
+                        split=args.split, objectives=_int_list(args.objectives, "--objectives"),
+                        contexts=[c.strip() for c in args.context.split(",")], episodes=args.episodes,
+                        seed=args.seed, prompt=args.prompt, max_turns=args.max_turns,
+                        turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
+                        retriever=args.retriever, record_retrieval=args.record_retrieval,
+                        replay_retrieval=args.replay_retrieval, batch_size=args.batch, plots=not args.no_plots)
+    except BenchmarkError as e:
+        p.error(str(e))
 
 
 if __name__ == "__main__":

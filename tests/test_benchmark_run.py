@@ -1,15 +1,31 @@
-"""The evaluation runner: resumable episode log, table, exact rerun from a retrieval log."""
+"""The evaluation runner: resumable episode log, lockstep batches, exact rerun, clear errors."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-from benchmarks.run import main
+import pytest
+from shared_data import needs_shared
+
+from agents import OracleAgent
+from benchmarks.report import read_episodes
+from benchmarks.run import evaluate, main
 from benchmarks.summary import mean_ci
 
-ARGS = ["--agents", "oracle,weak", "--objectives", "1,2", "--context", "memory", "--episodes", "4"]
+ARGS = ["--agents", "oracle,weak", "--objectives", "1,2", "--context", "memory", "--episodes", "4", "--no-plots"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def read(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def key(r):
+    return r["agent"], r["context"], r["objectives"], r["episode"]
 
 
 def test_killed_run_resumes_without_duplicates(tmp_path, capsys):
@@ -22,9 +38,56 @@ def test_killed_run_resumes_without_duplicates(tmp_path, capsys):
     lines = (out / "episodes.jsonl").read_text().splitlines(keepends=True)
     (out / "episodes.jsonl").write_text("".join(lines[:5]) + lines[5][:40])
     main(ARGS + ["--out", str(out)])
-    resumed = read(out / "episodes.jsonl")
-    key = lambda r: (r["agent"], r["context"], r["objectives"], r["episode"])  # noqa: E731
-    assert sorted(resumed, key=key) == sorted(full, key=key)
+    assert sorted(read(out / "episodes.jsonl"), key=key) == sorted(full, key=key)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_rerun_loses_nothing(tmp_path):
+    args = ["--agents", "oracle,weak", "--objectives", "2,4", "--episodes", "40", "--batch", "8", "--no-plots"]
+    log = tmp_path / "killed" / "episodes.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.run", *args, "--out", str(log.parent)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and (not log.exists() or log.stat().st_size < 200_000):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 0 < len(read_episodes(log)) < 320
+    main(args + ["--out", str(log.parent)])
+    main(args + ["--out", str(tmp_path / "clean")])
+    resumed, clean = read(log), read(tmp_path / "clean" / "episodes.jsonl")
+    assert len(resumed) == 320
+    assert sorted(resumed, key=key) == sorted(clean, key=key)
+
+
+def test_lockstep_batches_play_the_same_episodes(tmp_path):
+    one = evaluate(["oracle", "random"], out_dir=tmp_path / "a", objectives=[1, 3], episodes=6, batch_size=1,
+                   plots=False, progress=False)
+    many = evaluate(["oracle", "random"], out_dir=tmp_path / "b", objectives=[1, 3], episodes=6, batch_size=4,
+                    plots=False, progress=False)
+    assert one == many
+    a, b = (sorted(read(tmp_path / d / "episodes.jsonl"), key=key) for d in "ab")
+    assert a == b and len(a) == 2 * 2 * 2 * 6
+
+
+def test_episode_record_holds_question_trajectory_and_metrics(tmp_path):
+    evaluate({"gold": OracleAgent()}, out_dir=tmp_path, objectives=[2], contexts=["full"], episodes=1, plots=False,
+             progress=False, turns_per_objective=0, max_turns=12)
+    (r,) = read(tmp_path / "episodes.jsonl")
+    assert (r["agent"], r["context"], r["objectives"], r["episode"], r["seed"], r["max_turns"]) == ("gold", "full", 2,
+                                                                                                  0, 0, 12)
+    assert len(r["questions"]) == 2 and len(r["golden_answers"]) == 2 and r["em"] == 1.0
+    assert r["trajectory"][0]["role"] == "system" and r["trajectory"][-1]["role"] == "assistant"
+    assert {"f1", "total_chars", "peak_chars", "n_turns", "n_searches"} <= set(r)
+
+
+def test_extending_a_run_adds_cells_and_keeps_old_episodes(tmp_path):
+    main(ARGS + ["--out", str(tmp_path)])
+    before = read(tmp_path / "episodes.jsonl")
+    rows = main(ARGS[:-3] + ["--episodes", "6", "--context", "memory,full", "--no-plots", "--out", str(tmp_path)])
+    after = read(tmp_path / "episodes.jsonl")
+    assert after[: len(before)] == before and len(after) == 2 * 2 * 2 * 6 and len(rows) == 8
 
 
 def test_replayed_retrieval_reproduces_the_run(tmp_path):
@@ -32,6 +95,52 @@ def test_replayed_retrieval_reproduces_the_run(tmp_path):
     main(ARGS + ["--out", str(tmp_path / "a"), "--record-retrieval", str(log)])
     main(ARGS + ["--out", str(tmp_path / "b"), "--replay-retrieval", str(log)])
     assert read(tmp_path / "a" / "episodes.jsonl") == read(tmp_path / "b" / "episodes.jsonl")
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--dataset", "hotpotq"], "unknown dataset 'hotpotq'"),
+    (["--dataset", "questions.jsonl"], "unknown dataset 'questions.jsonl': neither a file nor a known name"),
+    (["--dataset", "generated", "--corpus", "nope.jsonl"], "corpus file nope.jsonl not found"),
+    (["--objectives", "1,x"], "--objectives: expected comma-separated positive integers"),
+    (["--objectives", "0,2"], "objectives must be distinct positive integers, got [0, 2]"),
+    (["--objectives", "2,2"], "objectives must be distinct positive integers"),
+    (["--objectives", "1000"], "1000 objectives per episode but generated(seed=0,hops=1,2,3)/test has only 231"),
+    (["--context", "memory,short"], "contexts must be distinct values of ('memory', 'full')"),
+    (["--agents", "oracle,wizard"], "unknown agent spec 'wizard'"),
+    (["--agents", "a=oracle,a=weak"], "labels must be distinct"),
+    (["--episodes", "0"], "episodes must be at least 1"),
+    (["--prompt", "chatty"], "unknown prompt 'chatty'"),
+])
+def test_bad_arguments_fail_fast_with_a_clear_message(tmp_path, capsys, extra, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(ARGS + ["--out", str(tmp_path)] + extra)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "episodes.jsonl").exists()
+
+
+def test_a_folder_refuses_episodes_run_with_other_settings(tmp_path, capsys):
+    main(ARGS + ["--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        main(ARGS + ["--out", str(tmp_path), "--max-turns", "8"])
+    assert "holds a run with other settings (max_turns: 16 there, 8 now)" in capsys.readouterr().err
+
+
+def test_token_costs_with_a_tokenizer(tmp_path, policy_dir):
+    rows = evaluate(["oracle"], out_dir=tmp_path, objectives=[1], contexts=["memory"], episodes=2,
+                    tokenizer=str(policy_dir), plots=False, progress=False)
+    assert rows[0]["total_tokens"][0] > rows[0]["peak_tokens"][0] > 0
+    assert "TT tokens" in (tmp_path / "table.md").read_text()
+
+
+@needs_shared
+def test_real_data_end_to_end(tmp_path):
+    rows = evaluate(["oracle", "weak"], out_dir=tmp_path, dataset="musique", objectives=[1, 2], episodes=5,
+                    plots=False, progress=False)
+    assert {(r["agent"], r["context"], r["objectives"]) for r in rows} == {
+        (a, c, k) for a in ("oracle", "weak") for c in ("memory", "full") for k in (1, 2)}
+    assert all(r["em"][0] == 1.0 for r in rows if r["agent"] == "oracle")
+    assert json.loads((tmp_path / "config.json").read_text())["settings"]["dataset_name"] == "musique"
 
 
 def test_mean_ci():

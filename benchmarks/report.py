@@ -1,0 +1,103 @@
+"""Rebuild tables and plots from finished runs, one run or several side by side.
+
+    python -m benchmarks.report runs/eval                       # rewrite that run's table and plots
+    python -m benchmarks.report runs/real/hotpotqa runs/real/2wiki --out runs/report
+
+Everything is recomputed from each run's ``episodes.jsonl``, so a report never disagrees with the
+episodes behind it. With several runs the table gains a ``run`` column (the run's dataset, or its
+folder name where two runs share a dataset) and each plot gets one panel per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.summary import GROUP, markdown_table, summarize
+
+EPISODES, CONFIG = "episodes.jsonl", "config.json"
+
+
+class BenchmarkError(ValueError):
+    """Bad input to a benchmark command: the message says what and how to fix it."""
+
+
+def read_episodes(path: Path) -> list[dict[str, Any]]:
+    """The complete records of an episode log, stopping at a torn line (a run killed mid-write)."""
+    records = []
+    with path.open() as f:
+        for line in f:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return records
+
+
+def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(settings from ``config.json``, episode records) of a run folder written by ``benchmarks.run``."""
+    run_dir = Path(run_dir)
+    if not (run_dir / EPISODES).is_file():
+        raise BenchmarkError(f"{run_dir} is not a benchmark run: no {EPISODES} in it")
+    config_path = run_dir / CONFIG
+    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    return config, read_episodes(run_dir / EPISODES)
+
+
+def run_labels(run_dirs: Sequence[Path], configs: Sequence[dict[str, Any]]) -> list[str]:
+    """Each run's dataset name; the folder name is added where two runs share a dataset."""
+    names = [c.get("settings", {}).get("dataset_name") or d.name for d, c in zip(run_dirs, configs)]
+    labels = [f"{n} ({d.name})" if names.count(n) > 1 else n for n, d in zip(names, run_dirs)]
+    if len(set(labels)) < len(labels):
+        raise BenchmarkError(f"two runs would share a label in {labels}; give them distinct folder names")
+    return labels
+
+
+def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
+                 plots: bool = True) -> tuple[list[dict[str, Any]], str]:
+    """Write ``results.json``, ``table.md`` and the plots for these runs to ``out_dir``; return the
+    summary rows and the markdown table."""
+    dirs = [Path(d) for d in run_dirs]
+    if not dirs:
+        raise BenchmarkError("no run folders given")
+    loaded = [load_run(d) for d in dirs]
+    labels = run_labels(dirs, [c for c, _ in loaded])
+    group = GROUP if len(dirs) == 1 else ("run", *GROUP)
+    records = [{**r, "run": label} for label, (_, recs) in zip(labels, loaded) for r in recs]
+    if not records:
+        raise BenchmarkError(f"no finished episodes in {', '.join(map(str, dirs))}")
+    rows = summarize(records, group)
+    table = markdown_table(rows, group)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    (out / "table.md").write_text(table + "\n")
+    if plots:
+        from benchmarks.plots import plot_runs  # matplotlib takes a second to import: only when plotting
+
+        plot_runs({label: [r for r in rows if r.get("run", label) == label] for label in labels}, out)
+    return rows, table
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="run folders written by python -m benchmarks.run")
+    p.add_argument("--out", default=None, help="output folder (default: the run itself, or runs/report for several)")
+    p.add_argument("--no-plots", action="store_true", help="tables only")
+    args = p.parse_args(argv)
+    out = args.out or (args.runs[0] if len(args.runs) == 1 else "runs/report")
+    try:
+        rows, table = write_report(args.runs, out, plots=not args.no_plots)
+    except BenchmarkError as e:
+        p.error(str(e))
+    print(table)
+    print(f"\nwritten to {out}/: results.json, table.md" + ("" if args.no_plots else ", *_vs_objectives.png"))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
