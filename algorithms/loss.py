@@ -7,12 +7,27 @@ import torch
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   temperature: float = 1.0) -> torch.Tensor:
-    """``log π(x_t | x_<t)`` for every position t >= 1 (shape ``[batch, len - 1]``)."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+                   temperature: float = 1.0, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``log π(x_t | x_<t)`` for every position t >= 1 (shape ``[batch, len - 1]``).
+
+    With ``mask`` (same shape), logits are computed only at the positions some row needs (through
+    the model's ``logits_to_keep``) and the other entries are 0: the vocabulary projection of prompt
+    and tool tokens is most of the memory for a large vocabulary, and wasted work for any.
+    """
+    if mask is None:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+        targets = input_ids[:, 1:]
+    else:
+        cols = mask.bool().any(0).nonzero().squeeze(-1)
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=cols).logits
+        targets = input_ids[:, cols + 1]
+    logits = logits.float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
-    return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+    if mask is None:
+        return logp
+    return torch.zeros(mask.shape, dtype=logp.dtype).index_copy(1, cols, logp)
 
 
 def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str = "seq-mean-token-mean") -> torch.Tensor:

@@ -215,7 +215,8 @@ def train(cfg: Config) -> dict[str, Any]:
                    for i in range(0, len(samples), cfg.microbatch_size)]
         with torch.no_grad():
             for b in batches:
-                b["ref_logp"] = token_logprobs(ref, b["input_ids"], b["attention_mask"], cfg.temperature)
+                b["ref_logp"] = token_logprobs(ref, b["input_ids"], b["attention_mask"], cfg.temperature,
+                                               mask=b["response_mask"])
         model.train()
         loss_stats: list[dict[str, float]] = []
         per_minibatch = max(cfg.minibatch_size // cfg.microbatch_size, 1)
@@ -225,7 +226,8 @@ def train(cfg: Config) -> dict[str, Any]:
                 chunk = [batches[k] for k in order[m : m + per_minibatch]]
                 optimizer.zero_grad()
                 for b in chunk:
-                    logp = token_logprobs(model, b["input_ids"], b["attention_mask"], cfg.temperature)
+                    logp = token_logprobs(model, b["input_ids"], b["attention_mask"], cfg.temperature,
+                                          mask=b["response_mask"])
                     adv = token_advantages(b["a_out"], b["a_mem"], b["response_mask"], b["mem_mask"])
                     loss, stats = ppo_loss(logp, b["old_logp"], b["ref_logp"], adv, b["response_mask"],
                                            clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef, agg=cfg.agg)

@@ -86,3 +86,19 @@ def test_aggregation_modes():
     assert aggregate(torch.ones(2, 4), torch.cat([mask[:1], empty]), "seq-mean-token-mean").item() == 1.0
     with pytest.raises(ValueError):
         aggregate(values, mask, "sum")
+
+
+def test_token_logprobs_with_mask_equals_full_forward_where_it_counts():
+    from algorithms.loss import token_logprobs
+    from algorithms.tiny_policy import build_model
+
+    model = build_model(300, hidden=32, layers=2, heads=2, eos_token_id=1, pad_token_id=0)
+    ids = torch.randint(2, 300, (3, 12), generator=torch.Generator().manual_seed(0))
+    attention = torch.ones_like(ids)
+    mask = torch.zeros(3, 11)
+    mask[0, 5:8] = 1
+    mask[2, 9:] = 1
+    full = token_logprobs(model, ids, attention)
+    part = token_logprobs(model, ids, attention, mask=mask)
+    torch.testing.assert_close(part * mask, full * mask)
+    assert (part[mask == 0] == 0).all() and part.requires_grad
