@@ -1,6 +1,7 @@
 """BM25 index build time and query latency: bm25s (through ``BM25Retriever``) vs rank-bm25.
 
     pytest benchmarks/bench_bm25.py          # pytest-benchmark tables (ms/query in extra_info)
+    python -m benchmarks.systems --only bm25 # the ratio table (per query, per build) of benchmarks.systems
     python benchmarks/bench_bm25.py          # one table with ms/query and the speed ratio
 
 Synthetic corpora: documents of ~50 words drawn from a Zipf-distributed vocabulary (fixed seed);
@@ -75,6 +76,7 @@ def search_rank_bm25(index: BM25Okapi, qs: list[str]) -> list[Any]:
     return results
 
 
+NAMES = {"bm25s": "bm25s (BM25Retriever)", "rank_bm25": "rank-bm25"}
 LIBS: dict[str, tuple[Callable[[list[Document]], Any], Callable[[Any, list[str]], list[Any]]]] = {
     "bm25s": (build_bm25s, search_bm25s),
     "rank_bm25": (build_rank_bm25, search_rank_bm25),
@@ -92,6 +94,14 @@ def index(lib: str, size: int) -> Any:
 
 # ---------------------------------------------------------------- pytest-benchmark
 
+def name_for_systems(benchmark: Any, lib: str, what: str, size: int, **extra: Any) -> None:
+    """The row ``benchmarks.systems`` shows: bm25s against rank-bm25 on the same job."""
+    label = f"{NAMES[lib]} {what}, {size // 1000}k docs"
+    benchmark.extra_info.update(label=label, **extra)
+    if lib != "rank_bm25":
+        benchmark.extra_info["vs"] = label.replace(NAMES[lib], NAMES["rank_bm25"])
+
+
 CASES = [pytest.param(lib, size, id=f"{lib}-{size // 1000}k") for size in SIZES for lib in LIBS]
 
 
@@ -99,15 +109,17 @@ CASES = [pytest.param(lib, size, id=f"{lib}-{size // 1000}k") for size in SIZES 
 def test_query_latency(benchmark: Any, lib: str, size: int) -> None:
     qs = queries(size)[: num_queries(lib, size)]
     benchmark.group = f"query {size // 1000}k docs, top-{TOPK}, {len(qs)} queries"  # only like with like
+    name_for_systems(benchmark, lib, f"top-{TOPK} query", size, items=len(qs))
     idx = index(lib, size)
     results = benchmark.pedantic(LIBS[lib][1], args=(idx, qs), rounds=5 if lib == "bm25s" else 2, warmup_rounds=1)
     assert len(results) == len(qs)
-    benchmark.extra_info.update(queries=len(qs), ms_per_query=1000 * benchmark.stats.stats.min / len(qs))
+    benchmark.extra_info["ms_per_query"] = 1000 * benchmark.stats.stats.min / len(qs)
 
 
 @pytest.mark.parametrize(("lib", "size"), CASES)
 def test_index_build(benchmark: Any, lib: str, size: int) -> None:
     benchmark.group = f"build {size // 1000}k docs"
+    name_for_systems(benchmark, lib, "index build", size)
     docs = corpus(size)
     benchmark.pedantic(LIBS[lib][0], args=(docs,), rounds=1)
 
@@ -115,6 +127,8 @@ def test_index_build(benchmark: Any, lib: str, size: int) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=[f"{s // 1000}k" for s in SIZES])
 def test_index_cache_load(benchmark: Any, size: int, tmp_path: Any) -> None:
     benchmark.group = "bm25s cache load (includes hashing the corpus)"
+    benchmark.extra_info.update(label=f"bm25s index cache load, {size // 1000}k docs",
+                                vs=f"{NAMES['bm25s']} index build, {size // 1000}k docs")
     docs = corpus(size)
     BM25Retriever(docs, cache_dir=tmp_path)
     loaded = benchmark.pedantic(BM25Retriever, args=(docs,), kwargs={"cache_dir": tmp_path}, rounds=3)

@@ -1,10 +1,12 @@
 """``env.step`` overhead against a no-op Gymnasium step, measured in the same run.
 
-    pytest benchmarks/bench_env.py
+    pytest benchmarks/bench_env.py          # or: python -m benchmarks.systems --only env
 
-pytest-benchmark prints each row's ratio to the fastest in its group in parentheses. The search
-tool is left out (``<access>`` is a dictionary lookup) so the number is the environment's own cost:
-parsing, the format gate, the views and the snapshots.
+pytest-benchmark prints each row's ratio to the fastest in its group in parentheses;
+``benchmarks.systems`` reads the ``label``/``vs`` of ``extra_info`` for its ratio table. The search
+tool is left out in the ``access`` rows (``<access>`` is a dictionary lookup), so they show the
+environment's own cost: parsing, the format gate, the views and the snapshots; the ``search`` rows
+add one in-process BM25 query over the generated corpus.
 """
 
 import gymnasium as gym
@@ -13,6 +15,8 @@ import pytest
 import mempo_env  # noqa: F401
 
 ACCESS = "<mem>facts so far</mem>\n<think>read it</think>\n<access>{}</access>"
+SEARCH = "<mem>facts so far</mem>\n<think>look it up</think>\n<search>{}</search>"
+NOOP = "no-op Gymnasium env.step"
 
 
 class NoOpEnv(gym.Env):
@@ -31,15 +35,20 @@ class NoOpEnv(gym.Env):
 def test_noop_gymnasium_step(benchmark):
     env = NoOpEnv()
     env.reset(seed=0)
+    benchmark.extra_info["label"] = NOOP
     benchmark(env.step, 0)
 
 
 @pytest.mark.benchmark(group="env.step")
 @pytest.mark.parametrize("context", ["memory", "full"])
-def test_memsearchqa_step_without_retrieval(benchmark, context):
+@pytest.mark.parametrize("tool", ["access", "search"])
+def test_memsearchqa_step(benchmark, context, tool):
     env = gym.make("MemSearchQA-v0", context=context, max_turns=16).unwrapped
     _, info = env.reset(seed=0)
-    action = ACCESS.format(info["objectives"][0]["chain"][0]["doc_id"])
+    hop = info["objectives"][0]["chain"][0]
+    action = ACCESS.format(hop["doc_id"]) if tool == "access" else SEARCH.format(hop["query"])
+    what = "document lookup" if tool == "access" else "BM25 search, top-3"
+    benchmark.extra_info.update(label=f"MemSearchQA-v0 env.step ({context} view, {what})", vs=NOOP)
 
     def episode_turn():
         if len(env.messages) > 2 + 2 * 14:  # keep the history at a realistic length
