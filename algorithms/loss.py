@@ -11,7 +11,7 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     """``log π(x_t | x_<t)`` for every position t >= 1 (shape ``[batch, len - 1]``).
 
     With ``mask`` (same shape), logits are computed only at the positions some row needs (through
-    the model's ``logits_to_keep``) and the other entries are 0: the vocabulary projection of prompt
+    the model's ``logits_to_keep``); columns no row needs are 0. The vocabulary projection of prompt
     and tool tokens is most of the memory for a large vocabulary, and wasted work for any.
     """
     if mask is None:
