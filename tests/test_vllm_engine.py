@@ -190,3 +190,16 @@ def test_edges(engine: VLLMBackend, prompts) -> None:
         engine.generate([[]], max_new_tokens=2)
     with pytest.raises(ValueError):
         engine.score([[5]], [])
+
+
+def test_vllm_agent_acts_as_the_hf_agent(policy_dir: Path) -> None:
+    import gymnasium as gym
+
+    import mempo_env  # noqa: F401
+    from agents import make_agent
+
+    env = gym.make("MemSearchQA-v0", objectives=2)
+    observations = [env.reset(seed=s)[0] for s in range(3)]
+    vllm_agent = make_agent(f"vllm:{policy_dir}#enforce_eager=true#max_model_len=1024#max_new_tokens=12")
+    hf_agent = make_agent(f"hf:{policy_dir}#max_new_tokens=12")
+    assert vllm_agent.act_batch(observations, [{}] * 3) == hf_agent.act_batch(observations, [{}] * 3)
