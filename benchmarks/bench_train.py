@@ -66,11 +66,15 @@ def step_label(backend: str) -> str:
     return f"MemPO training step ({backend} engine, default config)"
 
 
-@pytest.mark.parametrize("backend", ["hf", "vllm"])
+VLLM = pytest.param("vllm", marks=[
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed"),
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU: the vLLM variant is for GPU machines"),
+])
+
+
+@pytest.mark.parametrize("backend", ["hf", VLLM])
 def test_training_step_breakdown(benchmark: Any, monkeypatch: Any, tmp_path: Path, start_policy: Path,
                                  backend: str) -> None:
-    if backend == "vllm" and importlib.util.find_spec("vllm") is None:
-        pytest.skip("vllm is not installed")
     spans = Spans()
     monkeypatch.setattr(mempo, "collect_rollouts", spans.wrap("rollouts", mempo.collect_rollouts))
     monkeypatch.setattr(mempo, "answer_probabilities", spans.wrap("memory reward", mempo.answer_probabilities))
