@@ -17,15 +17,17 @@ from agents.base import Agent, Messages
 from mempo_env.protocol import parse_turn
 from mempo_env.reward import normalize_answer
 
-_FACT = re.compile(r"^Q(\d+)\.(\d+): (found|missing) (.*?)(?: -> (.*))?$")
+_FACT = re.compile(r"^Q(\d+)\.(\d+): ")
 _DOC_PREFIX = re.compile(r"^(?:<tool_response>|</tool_response>|Doc \d+\(Title: .*?\) )", re.MULTILINE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n")
 _SPAN = re.compile(r"[A-Z0-9][\w'-]*(?: (?:of |the |de )?[A-Z0-9][\w'-]*)*")
 
 
 def turn(mem: str, think: str, action: str, argument: str) -> str:
-    """One well-formed assistant turn."""
-    return f"<mem>{mem}</mem>\n<think>{think}</think>\n<{action}>{argument}</{action}>"
+    """One well-formed assistant turn. The argument follows its tag after a space: BPE gives "Veyu"
+    and " Veyu" different ids, and everywhere else (question, documents, memory) a name follows a
+    space, so this keeps each name one token sequence throughout the conversation."""
+    return f"<mem>{mem}</mem>\n<think>{think}</think>\n<{action}> {argument}</{action}>"
 
 
 def previous_turn(observation: Messages) -> tuple[str, str | None, str | None, str]:
@@ -52,14 +54,13 @@ class OracleAgent(Agent):
         objectives = info["objectives"]
         mem, action, argument, reply = previous_turn(observation)
         facts = {(int(m[1]), int(m[2])): m for m in map(_FACT.match, mem.splitlines()) if m}
-        lines = [m.group(0) for m in facts.values()]
+        lines = [m.string for m in facts.values()]
         pending = self._next_step(objectives, facts)
         tried = pending is not None and action in ("search", "access")
         if tried and argument == self._query(objectives, *pending, action):
             step = self._step(objectives, *pending)
             if self._found(step, reply):
-                lines.append(f"Q{pending[0]}.{pending[1]}: found {step['title']}"
-                             + (f" -> {step['answer']}" if step.get("answer") else ""))
+                lines.append(f"Q{pending[0]}.{pending[1]}: {self._evidence(step, reply)}")
             elif action == "search":
                 return turn("\n".join(lines), f"The search missed {step['title']}; open it directly.",
                             "access", self._query(objectives, *pending, "access"))
@@ -97,6 +98,19 @@ class OracleAgent(Agent):
     def _query(self, objectives: list[dict], j: int, h: int, action: str) -> str:
         step = self._step(objectives, j, h)
         return step["query"] if action == "search" else (step["doc_id"] or step["title"])
+
+    @staticmethod
+    def _evidence(step: dict[str, Any], reply: str) -> str:
+        """The gold document's sentence that states the hop's answer, quoted as it was retrieved
+        (else "found TITLE -> ANSWER"). A quote is what a language model copies most easily: once
+        it has started the right sentence, the rest, answer included, is a copy."""
+        plain = f"found {step['title']}" + (f" -> {step['answer']}" if step.get("answer") else "")
+        doc = reply.partition(f"(Title: {step['title']}) ")[2].partition("\nDoc ")[0]
+        answer = re.compile(rf"(?<!\w){re.escape(step['answer'])}(?!\w)") if step.get("answer") else None
+        for sentence in _SENTENCE.split(doc.partition("\n</tool_response>")[0]) if answer else ():
+            if answer.search(sentence):
+                return sentence.strip()
+        return plain
 
     @staticmethod
     def _found(step: dict[str, Any], reply: str) -> bool:

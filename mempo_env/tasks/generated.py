@@ -5,7 +5,9 @@ k relations from a start entity ("Who is the mayor of the city where the directo
 was born?"); hop j can only be resolved by reading the document of the entity reached at hop j-1,
 so every hop needs one search. Names are invented, so no pretrained model knows the answers, and
 confusable distractor entities ("Orlen Vask" vs "Orlen Vasko") make careless retrieval fail.
-Everything is a pure function of the seed.
+Name words come from one fixed pool of invented words shared by all worlds: a tokenizer learns
+each as a single token, so a small model copies a name in one or two steps, while which entity
+bears which name, and every fact, changes with the world. Everything is a pure function of the seed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class Relation:
     subject: str  # entity type
     object: str
     phrase: str  # noun phrase for the question, {x} = the subject
-    sentences: tuple[str, ...]  # document sentences, {s} = subject, {o} = object
+    sentences: tuple[str, ...]  # document sentences, {s} = subject, {o} = object, always last
 
 
 RELATIONS: dict[str, Relation] = {
@@ -31,23 +33,23 @@ RELATIONS: dict[str, Relation] = {
         Relation("film", "person", "the director of the film {x}",
                  ("{s} is a film directed by {o}.", "The film {s} was directed by {o}.")),
         Relation("film", "company", "the studio that produced the film {x}",
-                 ("{s} was produced by the studio {o}.", "The studio {o} produced {s}.")),
+                 ("{s} was produced by the studio {o}.", "The film {s} is a production of {o}.")),
         Relation("book", "person", "the author of the book {x}",
                  ("{s} is a book written by {o}.", "The book {s} was written by {o}.")),
         Relation("person", "city", "the city where {x} was born",
-                 ("{s} was born in {o}.", "{s} is a native of {o}, where {s} was born.")),
+                 ("{s} was born in {o}.", "{s} is a native of {o}.")),
         Relation("person", "company", "the company that employs {x}",
                  ("{s} works for {o}.", "{s} is employed by {o}.")),
         Relation("company", "city", "the city where {x} has its headquarters",
                  ("{s} has its headquarters in {o}.", "The headquarters of {s} are in {o}.")),
         Relation("company", "person", "the founder of {x}",
-                 ("{s} was founded by {o}.", "{o} founded {s}.")),
+                 ("{s} was founded by {o}.", "The founder of {s} is {o}.")),
         Relation("city", "person", "the mayor of {x}",
-                 ("The mayor of {s} is {o}.", "{o} serves as the mayor of {s}.")),
+                 ("The mayor of {s} is {o}.", "{s} is governed by the mayor {o}.")),
         Relation("city", "country", "the country where {x} lies",
                  ("{s} is a city in {o}.", "{s} lies in the country of {o}.")),
         Relation("country", "city", "the capital of {x}",
-                 ("The capital of {s} is {o}.", "{o} is the capital city of {s}.")),
+                 ("The capital of {s} is {o}.", "The capital city of {s} is {o}.")),
     )
 }
 
@@ -74,22 +76,34 @@ class Entity:
     facts: dict[str, str] = field(default_factory=dict)  # relation phrase -> object entity id
 
 
-def _word(rng: random.Random, syllables: int) -> str:
-    return "".join(rng.choice(_SYLLABLES) for _ in range(syllables)).capitalize()
+def _word_pool(size: int = 300, seed: int = 1234) -> tuple[str, ...]:
+    rng, words = random.Random(seed), []
+    while len(words) < size:
+        word = (rng.choice(_SYLLABLES) + rng.choice(_SYLLABLES)).capitalize()
+        if word not in words:
+            words.append(word)
+    return tuple(words)
+
+
+NAME_WORDS = _word_pool()
+
+
+def _word(rng: random.Random) -> str:
+    return rng.choice(NAME_WORDS)
 
 
 def _name(rng: random.Random, type_: str) -> str:
     if type_ == "person":
-        return f"{_word(rng, 2)} {_word(rng, 2)}"
+        return f"{_word(rng)} {_word(rng)}"
     if type_ == "city":
-        return _word(rng, rng.choice((2, 3)))
+        return _word(rng)
     if type_ == "country":
-        return _word(rng, 2) + rng.choice(("ia", "land", "stan"))
+        return _word(rng) + rng.choice(("ia", "land", "stan"))
     if type_ == "company":
-        return f"{_word(rng, 2)} {rng.choice(_COMPANY_KINDS)}"
+        return f"{_word(rng)} {rng.choice(_COMPANY_KINDS)}"
     if type_ == "film":
-        return f"The {_word(rng, 2)} {rng.choice(_FILM_NOUNS)}"
-    return f"{_word(rng, 2)} of {_word(rng, 2)}"  # book
+        return f"The {_word(rng)} {rng.choice(_FILM_NOUNS)}"
+    return f"{_word(rng)} of {_word(rng)}"  # book
 
 
 def _confusable(rng: random.Random, name: str) -> str:
