@@ -184,13 +184,14 @@ def evaluate(
     replay_retrieval: str | Path | None = None,
     batch_size: int = 32,
     plots: bool = True,
-    progress: bool = True,
+    verbose: bool = True,
 ) -> list[dict[str, Any]]:
     """Evaluate every agent x context x objectives cell on ``episodes`` episodes; return the summary
     rows (``benchmarks.summary.summarize``) and write the run to ``out_dir`` (see the module doc).
 
     ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``),
-    ready ``Agent`` objects, or a ``{label: spec or Agent}`` mapping.
+    ready ``Agent`` objects, or a ``{label: spec or Agent}`` mapping. ``verbose``: a progress bar,
+    and the table printed at the end.
     """
     objectives, contexts = list(objectives), list(contexts)
     if not objectives or any(not isinstance(k, int) or k < 1 for k in objectives) or len(set(objectives)) < len(
@@ -205,7 +206,6 @@ def evaluate(
         get_prompt(prompt)
     except ValueError as e:
         raise BenchmarkError(str(e)) from None
-    built = build_agents(agents)
     task = load_task(dataset, corpus, split)
     if max(objectives) > len(task.questions):
         raise BenchmarkError(f"{max(objectives)} objectives per episode but {task.name} has only "
@@ -218,6 +218,7 @@ def evaluate(
     out.mkdir(parents=True, exist_ok=True)
     check_settings(out, settings)
     tok = load_tokenizer(tokenizer)
+    built = build_agents(agents)  # last: a model agent loads its weights here
     grid = {"agents": list(built), "contexts": contexts, "objectives": objectives, "episodes": episodes}
     (out / CONFIG).write_text(json.dumps({"settings": settings, "last_grid": grid}, indent=1))
 
@@ -234,7 +235,7 @@ def evaluate(
     todo = {cell: [e for e in range(episodes) if (*cell, e) not in done] for cell in cells}
     total = len(cells) * episodes
     with episodes_path.open("a") as sink, tqdm(total=total, initial=total - sum(map(len, todo.values())),
-                                               desc="episodes", disable=not progress) as bar:
+                                               desc="episodes", disable=not verbose) as bar:
         for (label, context, k), eps in todo.items():
             if not eps:
                 continue
@@ -249,7 +250,8 @@ def evaluate(
                 sink.flush()
                 bar.update()
     rows, table = write_report([out], out, plots=plots)
-    print(table)
+    if verbose:
+        print(table)
     return rows
 
 

@@ -63,9 +63,9 @@ def test_sigkill_mid_run_then_rerun_loses_nothing(tmp_path):
 
 def test_lockstep_batches_play_the_same_episodes(tmp_path):
     one = evaluate(["oracle", "random"], out_dir=tmp_path / "a", objectives=[1, 3], episodes=6, batch_size=1,
-                   plots=False, progress=False)
+                   plots=False, verbose=False)
     many = evaluate(["oracle", "random"], out_dir=tmp_path / "b", objectives=[1, 3], episodes=6, batch_size=4,
-                    plots=False, progress=False)
+                    plots=False, verbose=False)
     assert one == many
     a, b = (sorted(read(tmp_path / d / "episodes.jsonl"), key=key) for d in "ab")
     assert a == b and len(a) == 2 * 2 * 2 * 6
@@ -73,7 +73,7 @@ def test_lockstep_batches_play_the_same_episodes(tmp_path):
 
 def test_episode_record_holds_question_trajectory_and_metrics(tmp_path):
     evaluate({"gold": OracleAgent()}, out_dir=tmp_path, objectives=[2], contexts=["full"], episodes=1, plots=False,
-             progress=False, turns_per_objective=0, max_turns=12)
+             verbose=False, turns_per_objective=0, max_turns=12)
     (r,) = read(tmp_path / "episodes.jsonl")
     assert (r["agent"], r["context"], r["objectives"], r["episode"], r["seed"], r["max_turns"]) == ("gold", "full", 2,
                                                                                                   0, 0, 12)
@@ -128,7 +128,7 @@ def test_a_folder_refuses_episodes_run_with_other_settings(tmp_path, capsys):
 
 def test_token_costs_with_a_tokenizer(tmp_path, policy_dir):
     rows = evaluate(["oracle"], out_dir=tmp_path, objectives=[1], contexts=["memory"], episodes=2,
-                    tokenizer=str(policy_dir), plots=False, progress=False)
+                    tokenizer=str(policy_dir), plots=False, verbose=False)
     assert rows[0]["total_tokens"][0] > rows[0]["peak_tokens"][0] > 0
     assert "TT tokens" in (tmp_path / "table.md").read_text()
 
@@ -136,7 +136,7 @@ def test_token_costs_with_a_tokenizer(tmp_path, policy_dir):
 @needs_shared
 def test_real_data_end_to_end(tmp_path):
     rows = evaluate(["oracle", "weak"], out_dir=tmp_path, dataset="musique", objectives=[1, 2], episodes=5,
-                    plots=False, progress=False)
+                    plots=False, verbose=False)
     assert {(r["agent"], r["context"], r["objectives"]) for r in rows} == {
         (a, c, k) for a in ("oracle", "weak") for c in ("memory", "full") for k in (1, 2)}
     assert all(r["em"][0] == 1.0 for r in rows if r["agent"] == "oracle")

@@ -7,7 +7,7 @@ import pytest
 from benchmarks.report import main as report
 from benchmarks.run import evaluate
 
-GRID = {"agents": ["oracle", "weak"], "objectives": [1, 2], "contexts": ["memory"], "episodes": 3, "progress": False}
+GRID = {"agents": ["oracle", "weak"], "objectives": [1, 2], "contexts": ["memory"], "episodes": 3, "verbose": False}
 
 
 @pytest.fixture(scope="module")
