@@ -7,10 +7,10 @@
 Writes ``OUT/episodes.jsonl`` (one line per finished episode: questions, gold answers, trajectory,
 metrics), ``config.json``, ``results.json``, ``table.md`` and the plots of ``benchmarks.report``.
 Started again with the same arguments, a run skips the episodes it has, so a killed run loses
-nothing; new agents, views, objective counts or more episodes extend it. Episode ``e`` of every
-cell is reset with seed ``seed + e``, so all agents and views answer the same questions. The
-episodes of a cell run in lockstep, ``--batch`` at a time, so a model agent generates one batch
-per turn (``Agent.act_batch``).
+nothing; new agents, views, objective counts or more episodes extend it; other settings or other
+data (a hash of questions and corpus) are refused. Episode ``e`` of every cell is reset with seed
+``seed + e``, so all agents and views answer the same questions. The episodes of a cell run in
+lockstep, ``--batch`` at a time, so a model agent generates one batch per turn (``act_batch``).
 
 Costs: characters always; tokens (TT, PT) when ``--tokenizer`` names a Hugging Face tokenizer,
 which should be the evaluated model's own. The turn budget of a k-objective episode is
@@ -21,6 +21,7 @@ is not what ends the oracle's episodes; ``--turns-per-objective 0`` keeps the pa
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -119,6 +120,17 @@ def load_task(dataset: str | Path | QATask | None, corpus: str | Path | None, sp
         raise BenchmarkError(str(e)) from None
 
 
+def task_fingerprint(task: QATask) -> str:
+    """A hash of the questions, answers and corpus: a resumed run must see the same data, also when
+    the same arguments now name different data (an edited file, a changed task generator)."""
+    h = hashlib.md5()
+    for q in task.questions:
+        h.update(json.dumps([q.id, q.question, q.answers]).encode())
+    for d in task.corpus:
+        h.update(json.dumps([d.id, d.title, d.text]).encode())
+    return h.hexdigest()[:16]
+
+
 def load_tokenizer(name: str | None) -> Any:
     if name is None:
         return None
@@ -211,7 +223,8 @@ def evaluate(
         raise BenchmarkError(f"{max(objectives)} objectives per episode but {task.name} has only "
                              f"{len(task.questions)} questions")
     settings = {"dataset": None if dataset is None or isinstance(dataset, QATask) else str(dataset),
-                "dataset_name": dataset_name(dataset, split), "corpus": None if corpus is None else str(corpus),
+                "dataset_name": dataset_name(dataset, split), "data_hash": task_fingerprint(task),
+                "corpus": None if corpus is None else str(corpus),
                 "split": split, "seed": seed, "prompt": prompt, "max_turns": max_turns,
                 "turns_per_objective": turns_per_objective, "tokenizer": tokenizer, "retriever": retriever}
     out = Path(out_dir)

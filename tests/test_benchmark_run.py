@@ -126,6 +126,21 @@ def test_a_folder_refuses_episodes_run_with_other_settings(tmp_path, capsys):
     assert "holds a run with other settings (max_turns: 16 there, 8 now)" in capsys.readouterr().err
 
 
+def test_a_folder_refuses_episodes_of_changed_data(tmp_path, capsys):
+    corpus, questions = tmp_path / "corpus.jsonl", tmp_path / "questions.jsonl"
+    corpus.write_text(json.dumps({"id": "d1", "title": "Mome", "text": "Mome lies in Yukelland."}) + "\n")
+    write = lambda answer: questions.write_text(json.dumps(  # noqa: E731
+        {"id": "q1", "question": "Where does Mome lie?", "golden_answers": [answer]}) + "\n")
+    args = ["--agents", "oracle", "--objectives", "1", "--episodes", "1", "--no-plots", "--dataset", str(questions),
+            "--corpus", str(corpus), "--out", str(tmp_path / "run")]
+    write("Yukelland")
+    main(args)
+    write("Yukeland")  # same arguments, edited file
+    with pytest.raises(SystemExit):
+        main(args)
+    assert "holds a run with other settings (data_hash: " in capsys.readouterr().err
+
+
 def test_token_costs_with_a_tokenizer(tmp_path, policy_dir):
     rows = evaluate(["oracle"], out_dir=tmp_path, objectives=[1], contexts=["memory"], episodes=2,
                     tokenizer=str(policy_dir), plots=False, verbose=False)
