@@ -37,10 +37,14 @@ CHATML = (
 QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
-def training_texts(task_seed: int = 0, episodes: int = 400) -> list[str]:
-    """Corpus, train questions, prompts and oracle turns of the generated task (train split only)."""
+def training_texts(task_seed: int = 0, episodes: int = 400, worlds: int = 10) -> list[str]:
+    """Corpora and train questions of ``worlds`` generated worlds, prompts, and oracle turns of the
+    first (train splits only)."""
+    texts = []
+    for w in range(worlds):
+        task = make_generated_task("train", seed=task_seed + w)
+        texts += [f"{d.title} {d.text}" for d in task.corpus] + [q.question for q in task.questions]
     task = make_generated_task("train", seed=task_seed)
-    texts = [f"{d.title} {d.text}" for d in task.corpus] + [q.question for q in task.questions]
     texts += [p.system for p in PROMPTS.values()] + [PROMPTS["train-v1"].user(["a", "b"])]
     env = gym.make("MemSearchQA-v0", dataset=task, objectives=2, cache_dir=None)
     for seed in range(episodes):

@@ -13,11 +13,14 @@ pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agents.backends import Generation, HFBackend, PolicyBackend
+from mempo_env.tasks.generated import NAME_WORDS
 
+FIRST, LAST, PLACE = NAME_WORDS[:3]  # words of the generated task: one token each after a space
+NAME = f"{FIRST} {LAST}"
 # Two memorised turns: one runs on past </search> (so only a stop string ends it), one ends with eos.
 MEMORISED = {
-    "Who founded Pose Yufe?": "<mem>Pose Yufe</mem><search>Pose Yufe</search> and then some more text to read",
-    "Where was Timo Solri born?": "<answer>Momil</answer><|im_end|>",
+    f"Who founded {NAME}?": f"<mem>{NAME}</mem><search>{NAME}</search> and then some more text to read",
+    "Where was Timo Solri born?": f"<answer>{PLACE}</answer><|im_end|>",
 }
 OTHER = ["Who is the mayor of the city where the founder of the studio was born?", "x", "Kelmo"]
 
@@ -45,7 +48,7 @@ def encode_prompt(tokenizer, question: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def trained(policy_dir: Path, tokenizer):
-    """The tiny policy after 40 Adam steps on MEMORISED (under a second): deterministic stops."""
+    """The tiny policy after Adam steps on MEMORISED until it has them by heart: deterministic stops."""
     model = AutoModelForCausalLM.from_pretrained(policy_dir)
     prompts = [encode_prompt(tokenizer, q) for q in MEMORISED]
     seqs = [p + tokenizer.encode(a) for p, a in zip(prompts, MEMORISED.values())]
@@ -59,11 +62,14 @@ def trained(policy_dir: Path, tokenizer):
         labels[r, len(prompt):len(seq)] = torch.tensor(seq[len(prompt):])
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()
-    for _ in range(40):
+    for _ in range(300):
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        if loss.item() < 1e-3:
+            break
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    assert loss.item() < 1e-2, "the fixture did not memorise its two turns"
     return model.eval()
 
 
@@ -147,16 +153,16 @@ def first_cut(tokenizer, ids: list[int], stop: str) -> int:
 
 
 def test_stop_strings_cut_each_sequence(backend: HFBackend, tokenizer) -> None:
-    search_prompt = encode_prompt(tokenizer, "Who founded Pose Yufe?")
+    search_prompt = encode_prompt(tokenizer, f"Who founded {NAME}?")
     (full,), = backend.generate([search_prompt], max_new_tokens=30, temperature=0)
-    assert full.text.startswith(MEMORISED["Who founded Pose Yufe?"])  # the model learned the turn
+    assert full.text.startswith(MEMORISED[f"Who founded {NAME}?"])  # the model learned the turn
     assert full.finish_reason == "length" and len(full.token_ids) == 30
     close_search = tokenizer.convert_tokens_to_ids("</search>")
     cases = {  # stop string -> whether it spans several generated tokens
         "</search>": False,  # one added token
         "more text": True,  # " more" + " text"
-        "Yufe</mem><search>Pose": True,  # " Yufe" "</mem>" "<search>" "Pose"
-        "Yu": False,  # ends inside " Yufe": the token overhangs the stop string
+        f"{LAST}</mem><search>{FIRST}": True,  # " LAST" "</mem>" "<search>" "FIRST..."
+        LAST[:2]: False,  # ends inside " LAST": the token overhangs the stop string
     }
     ps = [search_prompt, prompts(tokenizer)[2]]  # with a second prompt that may never stop
     for stop, spans_tokens in cases.items():
@@ -168,8 +174,8 @@ def test_stop_strings_cut_each_sequence(backend: HFBackend, tokenizer) -> None:
         assert (stop not in tokenizer.decode(g.token_ids[-1:])) == spans_tokens
         if stop == "</search>":
             assert g.token_ids[-1] == close_search
-        if stop == "Yu":
-            assert g.text.endswith("Pose Yufe")
+        if stop == LAST[:2]:
+            assert g.text.endswith(NAME)
         # the other row is cut by its own first match, or runs to the length
         reference = backend.generate([ps[1]], max_new_tokens=30, temperature=0)[0][0]
         if stop in reference.text:

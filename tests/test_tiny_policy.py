@@ -69,7 +69,8 @@ def test_chat_template_is_chatml(tokenizer) -> None:
     ids = tokenizer.apply_chat_template(partial, tokenize=True, continue_final_message=True)
     ids = ids["input_ids"] if not isinstance(ids, list) else ids
     assert ids == tokenizer.encode(continued)
-    assert ids[-2] == tokenizer.convert_tokens_to_ids("<mem>")
+    pose = tokenizer.encode("Pose", add_special_tokens=False)
+    assert ids[-len(pose) - 1] == tokenizer.convert_tokens_to_ids("<mem>") and ids[-len(pose):] == pose
 
 
 def test_model_reloads_with_identical_logits(policy_dir: Path, tokenizer) -> None:
