@@ -1,0 +1,405 @@
+"""Learner comparison from one warm-up: MemPO vs GRPO vs GRPO on the full context.
+
+    python -m benchmarks.learners                  # 3 arms x 3 seeds, evaluated at 1-10 objectives (hours)
+    python -m benchmarks.learners --quick          # 1 seed, 1 step, 5 episodes per cell: a first look
+    python -m benchmarks.learners --results-md benchmarks/RESULTS.md   # also fill its "Learner comparison"
+
+Arms, all ``algorithms.mempo.Config`` with its defaults (so the same budget) and only ``algo``,
+``context`` and ``seed`` set here: ``mempo`` (memory view), ``grpo`` (memory view: the memory
+advantage is the only difference) and ``grpo-full`` (full context: the no-memory baseline). Every
+arm starts from the same warm-up checkpoint, the one ``train`` itself would build. Each arm x seed
+trains in ``OUT/runs/ARM-sSEED`` with the learner's own resume; a finished run is left as it is.
+
+``benchmarks.run.evaluate`` then plays the warm-up and every trained policy on the same held-out
+questions (the test split of the learner's world and hops, the learner's prompt and turn budget per
+objective, greedy): the memory-view policies in ``OUT/eval-memory``, the full-context one in
+``OUT/eval-full``, resumed episode by episode. ``--split validation`` plays the test questions of
+the next world instead, for tuning the learners without looking at the evaluation questions.
+
+The report (``report.md``, ``results.json``, ``f1_vs_objectives.png``, ``cost_vs_objectives.png``)
+answers the paper's three questions (spec section 10): (a) MemPO vs GRPO F1 at long horizons,
+(b) total tokens of the memory view vs the full context, (c) how F1 falls as objectives grow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from algorithms.mempo import Config, load_checkpoint, train
+from algorithms.sft import SFTConfig, ensure_warmup
+from benchmarks.report import BenchmarkError, load_run
+from benchmarks.run import _int_list, evaluate
+from benchmarks.summary import mean_ci, summarize
+from mempo_env.env import MemSearchQAEnv
+from mempo_env.tasks import make_generated_task
+from mempo_env.types import QATask
+
+ARMS = {"mempo": ("mempo", "memory"), "grpo": ("grpo", "memory"), "grpo-full": ("grpo", "full")}
+WARMUP = "warm-up"
+POLICIES = (WARMUP, *ARMS)
+SEEDS, EPISODES, OBJECTIVES, LONG_FROM = (0, 1, 2), 30, (1, 2, 4, 6, 8, 10), 6
+QUICK = {"seeds": (0,), "steps": 1, "episodes": 5, "objectives": (1, 2, 6, 10)}
+# The comparison's own settings: Config fields it sets per arm, so an override of them is refused.
+PER_ARM = ("algo", "context", "seed", "policy", "run_dir", "resume", "eval_episodes")
+# Evaluate with the prompt the learner trains with (its env's default).
+TRAIN_PROMPT = inspect.signature(MemSearchQAEnv).parameters["prompt"].default
+COMPARISON = "comparison.json"
+HEADING = "## Learner comparison"
+MARK = "<!-- benchmarks.learners: generated"  # the block write_results_section replaces
+BEGIN = MARK + " from {out} by benchmarks.learners.write_results_section; write the reading outside it -->"
+END = "<!-- benchmarks.learners: end -->"
+
+
+def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config) -> dict[str, Config]:
+    """Policy label -> its learner config; seed-major, so a partial comparison has every arm of seed 0."""
+    return {f"{arm}-s{seed}": dataclasses.replace(base, algo=algo, context=context, seed=seed, policy=str(warmup),
+                                                  run_dir=str(out / "runs" / f"{arm}-s{seed}"), eval_episodes=0)
+            for seed in seeds for arm, (algo, context) in ARMS.items()}
+
+
+def check_run(cfg: Config) -> None:
+    """Refuse a run folder trained with other settings (e.g. changed Config defaults or warm-up)."""
+    path = Path(cfg.run_dir) / "config.json"
+    if path.exists():
+        saved, now = json.loads(path.read_text()), json.loads(json.dumps(dataclasses.asdict(cfg)))
+        changed = "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items() if saved.get(k) != v)
+        if changed:
+            raise BenchmarkError(f"{cfg.run_dir} holds a run with other settings ({changed}); use another --out")
+
+
+def trained_checkpoint(cfg: Config) -> Path:
+    """Train (or resume) one arm x seed; a run whose checkpoint is at ``cfg.steps`` is not started."""
+    ckpt = load_checkpoint(Path(cfg.run_dir))
+    if ckpt is None or json.loads((ckpt / "step.json").read_text())["step"] < cfg.steps:
+        train(cfg)
+        ckpt = load_checkpoint(Path(cfg.run_dir))
+    return ckpt
+
+
+def eval_task(split: str, cfg: Config) -> QATask:
+    """Held-out questions of the world and hops the learners train on; ``validation``: the next world's."""
+    if split not in ("test", "validation"):
+        raise BenchmarkError(f"split must be 'test' or 'validation', not {split!r}")
+    return make_generated_task("test", seed=cfg.task_seed + (split == "validation"), hops=cfg.hops)
+
+
+def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEEDS, episodes: int = EPISODES,
+            objectives: Sequence[int] = OBJECTIVES, split: str = "test", warmup: str | Path | None = None,
+            long_from: int = LONG_FROM, learner: Mapping[str, Any] | None = None, command: str | None = None,
+            verbose: bool = True) -> dict[str, Any]:
+    """Train every arm x seed, evaluate them and the warm-up, write the report; return ``report``'s result.
+
+    ``learner``: ``Config`` fields other than the per-arm ones (e.g. ``{"steps": 2}``), the same for
+    every arm. ``warmup``: the start checkpoint (default: ``ensure_warmup`` for the learner's world).
+    """
+    start = time.perf_counter()
+    out = Path(out_dir)
+    learner = dict(learner or {})
+    if bad := sorted(set(learner) & set(PER_ARM)):
+        raise BenchmarkError(f"learner settings {bad} are set per arm by the comparison")
+    try:
+        base = Config(**learner)
+    except (TypeError, ValueError) as e:
+        raise BenchmarkError(f"learner settings: {e}") from None
+    if base.steps < 1:
+        raise BenchmarkError(f"steps must be at least 1, got {base.steps}")
+    seeds, objectives = list(seeds), list(objectives)
+    if not seeds or len(set(seeds)) < len(seeds) or any(s < 0 for s in seeds):
+        raise BenchmarkError(f"seeds must be distinct non-negative integers, got {seeds}")
+    if episodes < 1:
+        raise BenchmarkError(f"episodes must be at least 1, got {episodes}")
+    if not objectives or len(set(objectives)) < len(objectives) or min(objectives) < 1:
+        raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
+    task = eval_task(split, base)
+    if max(objectives) > len(task.questions):  # checked now, not after hours of training
+        raise BenchmarkError(f"{max(objectives)} objectives but {task.name} has {len(task.questions)} questions")
+
+    warmup = Path(warmup) if warmup else ensure_warmup(SFTConfig(task_seed=base.task_seed, hops=base.hops))
+    configs = arm_configs(out, seeds, warmup, base)
+    for cfg in configs.values():  # before any training: a mismatch found late would waste hours
+        check_run(cfg)
+    previous = json.loads((out / COMPARISON).read_text()) if (out / COMPARISON).exists() else {}
+    info = {"settings": {"seeds": seeds, "episodes": episodes, "objectives": objectives, "split": split,
+                         "task": task.name, "long_from": long_from, "warmup": str(warmup), "prompt": TRAIN_PROMPT,
+                         "learner": dataclasses.asdict(base)},
+            "command": command or "benchmarks.learners.compare (library call)",
+            "wall_s": previous.get("wall_s", 0.0), "machine": machine(), "commit": commit()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / COMPARISON).write_text(json.dumps(info, indent=1))
+
+    checkpoints = {label: trained_checkpoint(cfg) for label, cfg in configs.items()}
+    spec = f"hf:{{}}#max_new_tokens={base.max_new_tokens}"
+    for context in ("memory", "full"):
+        agents = {label: spec.format(ckpt) for label, ckpt in checkpoints.items() if configs[label].context == context}
+        if context == "memory":  # the warm-up was trained on the memory view
+            agents = {WARMUP: spec.format(warmup), **agents}
+        evaluate(agents, out_dir=out / f"eval-{context}", dataset=task, objectives=objectives, contexts=[context],
+                 episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
+                 plots=False, verbose=verbose)
+
+    info["wall_s"] += time.perf_counter() - start
+    (out / COMPARISON).write_text(json.dumps(info, indent=1))
+    result = report(out)
+    if verbose:
+        print(result["markdown"])
+    return result
+
+
+# ---- the report: tables for the three questions, from the episode logs ----
+def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The comparison's episodes (its seeds, horizons and episode count), ``agent`` set to the arm."""
+    records = []
+    for context in ("memory", "full"):
+        for r in load_run(out / f"eval-{context}")[1]:
+            m = re.fullmatch(r"(.+)-s(\d+)", r["agent"])
+            arm, seed = (m[1], int(m[2])) if m else (r["agent"], None)
+            if ((seed in settings["seeds"] or arm == WARMUP) and r["objectives"] in settings["objectives"]
+                    and r["episode"] < settings["episodes"]):
+                records.append({**r, "policy": r["agent"], "agent": arm, "train_seed": seed})
+    return records
+
+
+Cell = tuple[float, float] | None  # (mean, 95% half-width); None where a policy has no episodes
+
+
+def cell(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> Cell:
+    values = [float(r[metric]) for r in records if r["agent"] == arm and r["objectives"] == k]
+    return mean_ci(values) if values else None
+
+
+def paired(records: list[dict[str, Any]], a: str, b: str, k: int) -> Cell:
+    """F1 of ``a`` minus ``b`` per episode on the same questions (same seed, horizon and episode)."""
+    other = {(r["train_seed"], r["episode"]): r["f1"] for r in records if r["agent"] == b and r["objectives"] == k}
+    diffs = [r["f1"] - other[r["train_seed"], r["episode"]] for r in records
+             if r["agent"] == a and r["objectives"] == k and (r["train_seed"], r["episode"]) in other]
+    return mean_ci(diffs) if diffs else None
+
+
+def average(cells: list[Cell]) -> Cell:
+    """The mean of several horizons' means, their half-widths combined as independent: pooling the
+    episodes instead would count the spread between horizons as noise."""
+    if not cells or None in cells:
+        return None
+    return math.fsum(m for m, _ in cells) / len(cells), math.hypot(*(c for _, c in cells)) / len(cells)
+
+
+def fewer(mem: Cell, full: Cell) -> Cell:
+    """``1 - mem / full`` with a delta-method 95% half-width (independent means)."""
+    if mem is None or full is None or not full[0] or not mem[0]:
+        return None
+    ratio = mem[0] / full[0]
+    return 1 - ratio, ratio * math.hypot(mem[1] / mem[0], full[1] / full[0])
+
+
+def change(a: Cell, b: Cell) -> Cell:
+    """``b - a`` for two cells of different episodes (independent)."""
+    return None if a is None or b is None else (b[0] - a[0], math.hypot(a[1], b[1]))
+
+
+def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], long_from: int) -> dict[str, list]:
+    """Rows of tables (a), (b), (c): ``{"objectives": label, column: Cell}``; a row over several
+    horizons averages their cells."""
+    ks = sorted(objectives)
+    f1 = {(arm, k): cell(records, arm, k) for arm in POLICIES for k in ks}
+    tt = {(arm, k): cell(records, arm, k, "total_tokens") for arm in ARMS for k in ks}
+    diff = {k: paired(records, "mempo", "grpo", k) for k in ks}
+
+    def a_row(name: str, kk: list[int]) -> dict[str, Any]:
+        return {"objectives": name, **{arm: average([f1[arm, k] for k in kk]) for arm in POLICIES},
+                "mempo - grpo": average([diff[k] for k in kk])}
+
+    def b_row(name: str, kk: list[int]) -> dict[str, Any]:
+        row = {"objectives": name, **{arm: average([tt[arm, k] for k in kk]) for arm in ARMS}}
+        return {**row, "mempo fewer": fewer(row["mempo"], row["grpo-full"]),
+                "grpo fewer": fewer(row["grpo"], row["grpo-full"])}
+
+    long = [k for k in ks if k >= long_from]
+    several = len(ks) > 1
+    a = [a_row(str(k), [k]) for k in long] + ([a_row(f"{long[0]}-{long[-1]}", long)] if len(long) > 1 else [])
+    b = [b_row(str(k), [k]) for k in ks] + ([b_row("all", ks)] if several else [])
+    c = [{"objectives": str(k), **{arm: f1[arm, k] for arm in POLICIES}} for k in ks]
+    if several:
+        c.append({"objectives": f"change {ks[0]}→{ks[-1]}",
+                  **{arm: change(f1[arm, ks[0]], f1[arm, ks[-1]]) for arm in POLICIES}})
+    return {"a": a, "b": b, "c": c}
+
+
+# (title, columns: (key, header, scale, digits))
+TABLES = {
+    "a": ("(a) MemPO vs GRPO at long horizons: F1 %", [
+        ("mempo", "mempo", 100, 1), ("grpo", "grpo", 100, 1), ("mempo - grpo", "mempo − grpo (paired)", 100, 1),
+        ("grpo-full", "grpo-full (full context)", 100, 1), (WARMUP, WARMUP, 100, 1)]),
+    "b": ("(b) Total tokens (TT) per episode: memory view vs full context", [
+        ("mempo", "mempo (memory)", 1, 0), ("grpo", "grpo (memory)", 1, 0), ("grpo-full", "grpo-full (full)", 1, 0),
+        ("mempo fewer", "mempo: % fewer than grpo-full", 100, 1),
+        ("grpo fewer", "grpo: % fewer than grpo-full", 100, 1)]),
+    "c": ("(c) F1 % as objectives grow (last row: the change from fewest to most)", [
+        (WARMUP, "warm-up (memory)", 100, 1), ("mempo", "mempo (memory)", 100, 1), ("grpo", "grpo (memory)", 100, 1),
+        ("grpo-full", "grpo-full (full)", 100, 1)]),
+}
+
+
+def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
+    n = len(settings["seeds"]) * settings["episodes"]
+    lines = [describe(settings), "",
+             f"Each cell: mean ± 95% CI (normal approximation) over every evaluation episode of every training "
+             f"seed pooled: n = {len(settings['seeds'])} seeds × {settings['episodes']} episodes = {n} per arm "
+             f"and horizon ({settings['episodes']} for the warm-up); mempo − grpo: per-episode differences on "
+             f"the same questions; rows over several horizons: the mean of their means; % fewer and changes: "
+             f"intervals combined from the cells (independent)."]
+    for name, (title, columns) in TABLES.items():
+        lines += ["", f"### {title}", ""]
+        if not tables[name]:
+            lines.append(f"No evaluated horizon reaches {settings['long_from']} objectives.")
+            continue
+        lines += ["| objectives | " + " | ".join(h for _, h, _, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+        for row in tables[name]:
+            cells = [("–" if row[key] is None else f"{row[key][0] * s:.{d}f} ± {row[key][1] * s:.{d}f}")
+                     for key, _, s, d in columns]
+            lines.append(f"| {row['objectives']} | " + " | ".join(cells) + " |")
+    if tables["a"] and (d := tables["a"][-1]["mempo - grpo"]) is not None:
+        verdict = ("no significant difference (the interval contains 0)" if abs(d[0]) <= d[1]
+                   else "MemPO better" if d[0] > 0 else "GRPO better")
+        lines += ["", f"At {tables['a'][-1]['objectives']} objectives MemPO − GRPO is {100 * d[0]:+.1f} ± "
+                      f"{100 * d[1]:.1f} F1 points: {verdict}."]
+    return "\n".join(lines)
+
+
+def describe(settings: dict[str, Any]) -> str:
+    """The budget and the evaluation in words, from the recorded settings."""
+    c = settings["learner"]
+    return (f"Learners (`algorithms.mempo.Config`, the same for every arm): steps × question groups × rollouts "
+            f"= {c['steps']} × {c['questions_per_step']} × {c['group_size']}, lr {c['lr']}, "
+            f"{c['objectives']}-objective training episodes of {c['hops']}-hop questions (world {c['task_seed']}), "
+            f"{c['max_turns']} turns, from the warm-up `{settings['warmup']}`. Evaluation "
+            f"(`benchmarks.run.evaluate`): {settings['episodes']} greedy episodes per policy and horizon on "
+            f"`{settings['task']}`, training seeds {', '.join(map(str, settings['seeds']))}, prompt "
+            f"`{settings['prompt']}`, turn budget max({c['max_turns']}, 4 × objectives); the warm-up, mempo and "
+            f"grpo in the memory view, grpo-full in the full context; TT in the policy's tokens.")
+
+
+def report(out_dir: str | Path) -> dict[str, Any]:
+    """Rebuild ``results.json``, ``report.md`` and the plots of a comparison folder from its episodes."""
+    out = Path(out_dir)
+    if not (out / COMPARISON).is_file():
+        raise BenchmarkError(f"{out} is not a learner comparison: no {COMPARISON} in it")
+    settings = json.loads((out / COMPARISON).read_text())["settings"]
+    records = load_records(out, settings)
+    tables = question_tables(records, settings["objectives"], settings["long_from"])
+    rows = summarize(records)
+    text = markdown(tables, settings)
+    result = {"settings": settings, "tables": tables, "arms": rows,
+              "policies": summarize(records, ("policy", "context", "objectives")), "markdown": text}
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    (out / "report.md").write_text(text + "\n")
+    from benchmarks.plots import plot_runs  # matplotlib: imported only to plot
+
+    plot_runs({settings["task"]: rows}, out)
+    return result
+
+
+def write_results_section(out_dir: str | Path, results_md: str | Path = "benchmarks/RESULTS.md") -> Path:
+    """Put a finished comparison under RESULTS.md's "## Learner comparison": command, machine, the
+    tables and the plots (copied next to it under ``results/``), between markers, so a rerun replaces
+    them and keeps the reading written around them."""
+    out, path = Path(out_dir), Path(results_md)
+    info = json.loads((out / COMPARISON).read_text())
+    text = path.read_text()
+    if HEADING not in text:
+        raise BenchmarkError(f"{path} has no {HEADING!r} heading to write under")
+    images = path.parent / "results"
+    images.mkdir(exist_ok=True)
+    for name in ("f1", "cost"):
+        shutil.copyfile(out / f"{name}_vs_objectives.png", images / f"learners_{name}.png")
+    block = "\n".join([
+        BEGIN.format(out=out), "", "```bash", info["command"], "```", "",
+        f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 60:.0f} min "
+        "(the invocations that ran to the end).", "",
+        (out / "report.md").read_text().rstrip(), "",
+        "![F1 vs objectives, learners](results/learners_f1.png)", "",
+        "![cost vs objectives, learners](results/learners_cost.png)", "", END])
+    if (i := text.find(MARK)) >= 0 and (j := text.find(END, i)) >= 0:
+        text = text[:i] + block + text[j + len(END):]
+    else:
+        at = text.index(HEADING) + len(HEADING)
+        text = text[:at] + "\n\n" + block + text[at:]
+    path.write_text(text)
+    return path
+
+
+def machine() -> str:
+    import torch
+
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    return (f"{os.cpu_count()} CPU cores ({platform.machine()}), {memory:.0f} GiB, {gpu}; "
+            f"Python {platform.python_version()}, torch {torch.__version__}")
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _csv(numbers: Sequence[int]) -> str:
+    return ",".join(map(str, numbers))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.learners", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help=f"a first look: seeds {_csv(QUICK['seeds'])}, {QUICK['steps']} step, {QUICK['episodes']} "
+                        f"episodes, objectives {_csv(QUICK['objectives'])} (explicit flags still win)")
+    p.add_argument("--out", default=None, help="output folder (default runs/learners; runs/learners-quick)")
+    p.add_argument("--seeds", default=None, help=f"training seeds, comma-separated (default {_csv(SEEDS)})")
+    p.add_argument("--steps", type=int, default=None, help="RL steps per run (default: algorithms.mempo.Config's)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help=f"evaluation episodes per policy and horizon (default {EPISODES})")
+    p.add_argument("--objectives", default=None,
+                   help=f"evaluation horizons (default {_csv(OBJECTIVES)})")
+    p.add_argument("--split", default="test", choices=("test", "validation"),
+                   help="test: the evaluation questions; validation: the next world's test questions, for tuning")
+    p.add_argument("--warmup", default=None, help="start checkpoint of every arm (default: the learner's warm-up)")
+    p.add_argument("--long-from", type=int, default=LONG_FROM, help="question (a): horizons from this many objectives")
+    p.add_argument("--results-md", default=None, metavar="PATH",
+                   help='then write the "## Learner comparison" section of this file (benchmarks/RESULTS.md)')
+    args = p.parse_args(argv)
+    default = QUICK if args.quick else {"seeds": SEEDS, "steps": None, "episodes": EPISODES, "objectives": OBJECTIVES}
+    out = args.out or ("runs/learners-quick" if args.quick else "runs/learners")
+    steps = default["steps"] if args.steps is None else args.steps
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        result = compare(
+            out, seeds=_int_list(args.seeds, "--seeds") if args.seeds else default["seeds"],
+            episodes=default["episodes"] if args.episodes is None else args.episodes,
+            objectives=_int_list(args.objectives, "--objectives") if args.objectives else default["objectives"],
+            split=args.split, warmup=args.warmup, long_from=args.long_from,
+            learner={} if steps is None else {"steps": steps},
+            command=shlex.join(["python", "-m", "benchmarks.learners", *(sys.argv[1:] if argv is None else argv)]))
+        if args.results_md:
+            print(f"written to {write_results_section(out, args.results_md)}")
+    except BenchmarkError as e:
+        p.error(str(e))
+    return result
+
+if __name__ == "__main__":
+    main()

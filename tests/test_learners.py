@@ -1,0 +1,110 @@
+"""The learner comparison end to end at absurdly small settings: folders, resume, report, RESULTS.md."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from algorithms.mempo import load_checkpoint
+from benchmarks import learners
+from benchmarks.learners import HEADING, compare, question_tables, write_results_section
+from benchmarks.report import BenchmarkError
+from benchmarks.summary import mean_ci
+
+TINY = dict(steps=1, questions_per_step=2, group_size=2, max_turns=4, max_new_tokens=8, minibatch_size=8,
+            microbatch_size=4)
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def smoke(out: Path, warmup: Path, **learner) -> dict:
+    return compare(out, seeds=[0], episodes=2, objectives=[1, 2], warmup=warmup, long_from=2,
+                   learner={**TINY, **learner}, verbose=False)
+
+
+@pytest.mark.slow
+def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, monkeypatch):
+    out = tmp_path / "learners"
+    result = smoke(out, policy_dir)
+
+    runs = sorted((out / "runs").iterdir())
+    assert [r.name for r in runs] == ["grpo-full-s0", "grpo-s0", "mempo-s0"]
+    for run in runs:
+        assert load_checkpoint(run) == run / "checkpoint" and lines(run / "metrics.jsonl") == 1
+        saved = json.loads((run / "config.json").read_text())
+        assert saved["policy"] == str(policy_dir) and saved["eval_episodes"] == 0
+    assert json.loads((out / "runs/grpo-full-s0/config.json").read_text())["context"] == "full"
+    for name in ("comparison.json", "results.json", "report.md", "f1_vs_objectives.png", "cost_vs_objectives.png"):
+        assert (out / name).is_file(), name
+    memory = [json.loads(x) for x in (out / "eval-memory/episodes.jsonl").read_text().splitlines()]
+    full = [json.loads(x) for x in (out / "eval-full/episodes.jsonl").read_text().splitlines()]
+    assert {r["agent"] for r in memory} == {"warm-up", "mempo-s0", "grpo-s0"} and len(memory) == 3 * 2 * 2
+    assert {r["agent"] for r in full} == {"grpo-full-s0"} and {r["context"] for r in full} == {"full"}
+    assert all("total_tokens" in r for r in memory + full)  # TT in the policy's tokens
+
+    report = (out / "report.md").read_text()
+    for title in ("### (a)", "### (b)", "### (c)"):
+        assert title in report
+    tables = result["tables"]
+    assert [r["objectives"] for r in tables["a"]] == ["2"]
+    assert [r["objectives"] for r in tables["b"]] == ["1", "2", "all"]
+    assert [r["objectives"] for r in tables["c"]] == ["1", "2", "change 1→2"]
+    assert tables["b"][-1]["grpo-full"][0] > 0 and tables["a"][0]["mempo"] is not None
+
+    # Started again: no training, no new episode, the same tables.
+    monkeypatch.setattr(learners, "train", lambda cfg: pytest.fail(f"{cfg.run_dir} trained again"))
+    assert smoke(out, policy_dir)["tables"] == tables
+    assert lines(out / "eval-memory/episodes.jsonl") == 12 and lines(out / "eval-full/episodes.jsonl") == 4
+    with pytest.raises(BenchmarkError, match="other settings.*lr"):  # refused before any training
+        smoke(out, policy_dir, lr=0.5)
+
+    # RESULTS.md: the block goes under the heading; a rerun replaces it and keeps what is around it.
+    md = tmp_path / "RESULTS.md"
+    md.write_text(f"# Results\n\n{HEADING}\n\nThe reading.\n\n## Next\n")
+    write_results_section(out, md)
+    first = md.read_text()
+    assert first.index(HEADING) < first.index("### (a)") < first.index("The reading.") < first.index("## Next")
+    assert "python -m benchmarks.learners" not in first and "library call" in first  # the command that made it
+    assert (tmp_path / "results/learners_f1.png").is_file()
+    write_results_section(out, md)
+    assert md.read_text() == first
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(learner={"algo": "grpo"}), "set per arm"),
+    (dict(learner={"stepz": 3}), "stepz"),
+    (dict(learner={"steps": 0}), "steps"),
+    (dict(objectives=[1, 1]), "distinct"),
+    (dict(objectives=[500]), "questions"),
+    (dict(seeds=[]), "seeds"),
+    (dict(split="dev"), "validation"),
+])
+def test_bad_settings_fail_before_any_work(tmp_path, kwargs, message):
+    with pytest.raises(BenchmarkError, match=message):
+        compare(tmp_path / "x", **kwargs)
+    assert not (tmp_path / "x").exists()
+
+
+def test_tables_answer_the_three_questions_from_episodes():
+    def episode(arm, k, e, f1, tokens):
+        return {"agent": arm, "train_seed": None if arm == "warm-up" else 0, "objectives": k, "episode": e,
+                "f1": f1, "total_tokens": tokens}
+
+    records = [episode(arm, k, e, f1 + 0.1 * e, tokens * k)
+               for arm, f1, tokens in [("warm-up", 0.0, 100), ("mempo", 0.5, 100), ("grpo", 0.3, 110),
+                                       ("grpo-full", 0.2, 400)]
+               for k in (1, 6, 8) for e in range(2)]
+    tables = question_tables(records, [8, 1, 6], long_from=6)
+    a = {r["objectives"]: r for r in tables["a"]}
+    assert list(a) == ["6", "8", "6-8"]
+    assert a["6-8"]["mempo - grpo"] == pytest.approx((0.2, 0.0))  # paired: the same shift on every episode
+    assert a["6"]["mempo"][0] == pytest.approx(0.55) and a["6-8"]["grpo-full"][0] == pytest.approx(0.25)
+    b = {r["objectives"]: r for r in tables["b"]}
+    assert list(b) == ["1", "6", "8", "all"]
+    assert b["all"]["mempo fewer"][0] == pytest.approx(0.75) and b["8"]["grpo fewer"][0] == pytest.approx(1 - 110 / 400)
+    assert b["1"]["mempo fewer"][1] == 0  # no spread in either cell
+    c = tables["c"]
+    assert [r["objectives"] for r in c] == ["1", "6", "8", "change 1→8"]
+    assert c[-1]["mempo"] == pytest.approx((0.0, mean_ci([0.5, 0.6])[1] * 2 ** 0.5))
