@@ -19,7 +19,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("vllm")
 import requests
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from memorised import QUESTION, TURN, chat_ids, memorised_policy
+from transformers import AutoTokenizer
 
 from agents.backends import HFBackend, VLLMServerBackend
 from agents.backends.http_json import ServerError
@@ -30,14 +31,9 @@ from agents.openai_agent import OpenAIAgent
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 TOL = 1e-4
-TURN = "<mem>Pose Yufe</mem><search>Pose Yufe</search> and then some more text to read"
-MEMORISED = [{"role": "user", "content": "Who founded Pose Yufe?"}]
+MEMORISED = [{"role": "user", "content": QUESTION}]
 OTHERS = [[{"role": "system", "content": "Answer."}, {"role": "user", "content": q}]
           for q in ("Where was Timo Solri born?", "x", "Kelmo")]
-
-
-def chat_ids(tokenizer, messages) -> list[int]:
-    return tokenizer.encode(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +43,7 @@ def tokenizer(policy_dir: Path):
 
 @pytest.fixture(scope="module")
 def trainer(policy_dir: Path, tokenizer):
-    """The tiny policy after 60 Adam steps on one turn (greedy decoding repeats it)."""
-    model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
-    prompt = chat_ids(tokenizer, MEMORISED)
-    ids = torch.tensor([prompt + tokenizer.encode(TURN)])
-    labels = ids.clone()
-    labels[0, :len(prompt)] = -100
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(60):
-        loss = model(input_ids=ids, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval()
+    return memorised_policy(policy_dir, tokenizer)
 
 
 @pytest.fixture(scope="module")

