@@ -10,10 +10,10 @@ objectives, about 80 tokens) through the tiny policy's chat template, 128 sample
 the tokens actually generated). Models: the untrained tiny policy (1.3M parameters) and a 20M
 Qwen2 with the same tokenizer (hidden 512, 4 layers), both fp32.
 
-Each engine runs in a process of its own, on 1 and on 2 cores (HF: torch threads; vLLM: its OpenMP
-threads bound to that many cores), because vLLM binds the threads of the whole process and because
-on a 2-core machine shared with other work 2 threads can be several times slower than 1: compare
-engines at the same core count, and read the load next to the numbers. vLLM runs compiled (the
+The engines run on 1 and on 2 cores (HF: torch threads; vLLM: its OpenMP threads bound to those
+cores), one process per core count (vLLM binds the threads of the whole process), their batches
+interleaved so that a change in the machine's load hits all of them alike: on a 2-core machine
+shared with other work, 2 threads can be several times slower than 1. vLLM runs compiled (the
 default, as the learners use it) and with ``enforce_eager``. The weight sync is
 ``VLLMBackend.update_weights`` (``reload_weights`` + prefix-cache reset); its share of a training
 step comes from ``bench_train.py`` (``MemPO training step (vllm engine...)``) when both run in one
@@ -45,7 +45,7 @@ from agents.backends import HFBackend, VLLMBackend  # noqa: E402
 from algorithms.tiny_policy import build_model, build_tiny_policy  # noqa: E402
 from mempo_env.views import render_prompt  # noqa: E402
 
-BATCH, NEW_TOKENS, REPEATS = 32, 128, 3
+BATCH, NEW_TOKENS, REPEATS = 32, 128, 5
 MODELS = {"tiny policy (1.3M)": None, "Qwen2 20M": dict(hidden=512, layers=4, heads=8)}
 TRAIN_STEP = "MemPO training step (vllm engine, default config)"  # bench_train.step_label("vllm")
 
@@ -72,69 +72,67 @@ def rollout_prompts(tokenizer: Any) -> list[list[int]]:
             for s in range(BATCH)]
 
 
-def tokens_per_second(backend: Any, prompts: list[list[int]]) -> float:
-    """Median over REPEATS seeded batches, after one warm-up batch."""
-    backend.generate(prompts[:4], max_new_tokens=8, seed=0)
-    rates = []
-    for r in range(REPEATS):
-        start = time.perf_counter()
-        out = backend.generate(prompts, max_new_tokens=NEW_TOKENS, seed=r)
-        rates.append(sum(len(g[0].token_ids) for g in out) / (time.perf_counter() - start))
-    return statistics.median(rates)
+def rate(backend: Any, prompts: list[list[int]], seed: int) -> float:
+    """Generated tokens/s of one batch."""
+    start = time.perf_counter()
+    out = backend.generate(prompts, max_new_tokens=NEW_TOKENS, seed=seed)
+    return sum(len(g[0].token_ids) for g in out) / (time.perf_counter() - start)
 
 
-def worker(engine: str, path: Path, cores: int) -> dict[str, float]:
-    """One engine on ``cores`` cores, in a process of its own (vLLM binds the process's OpenMP threads)."""
+def worker(path: Path, cores: int) -> dict[str, Any]:
+    """Every engine on ``cores`` cores in one process, batches interleaved (HF, vLLM, vLLM eager, HF,
+    ...) so a change in the machine's load hits all of them alike; medians of REPEATS batches."""
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, sorted(os.sched_getaffinity(0))[:cores]))
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     prompts = rollout_prompts(tokenizer)
-    if engine == "hf":
-        torch.set_num_threads(cores)
-        return {"tokens_per_s": tokens_per_second(HFBackend(model, tokenizer), prompts)}
-    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, sorted(os.sched_getaffinity(0))[:cores]))
-    start = time.perf_counter()
-    backend = VLLMBackend.for_model(model, tokenizer, max_model_len=1024, enforce_eager=engine == "vllm-eager")
-    result = {"start_s": time.perf_counter() - start, "tokens_per_s": tokens_per_second(backend, prompts)}
+    engines: dict[str, Any] = {}
+    start_s = {}
+    for name, eager in (("vllm", False), ("vllm-eager", True)):
+        start = time.perf_counter()
+        engines[name] = VLLMBackend.for_model(model, tokenizer, max_model_len=1024, enforce_eager=eager)
+        start_s[name] = time.perf_counter() - start
+    torch.set_num_threads(cores)  # after the engines: vLLM binds its OpenMP threads to the same cores
+    engines["hf"] = HFBackend(model, tokenizer)
+    rates: dict[str, list[float]] = {name: [] for name in engines}
+    for name, backend in engines.items():
+        backend.generate(prompts[:4], max_new_tokens=8, seed=0)  # warm-up
+    for r in range(REPEATS):
+        for name, backend in engines.items():
+            rates[name].append(rate(backend, prompts, r))
     syncs = []
     for _ in range(5):
-        backend.update_weights(model)
-        syncs.append(backend.last_sync_s)
-    return {**result, "sync_s": statistics.median(syncs)}
+        engines["vllm"].update_weights(model)
+        syncs.append(engines["vllm"].last_sync_s)
+    return {"tokens_per_s": {name: statistics.median(v) for name, v in rates.items()}, "start_s": start_s,
+            "sync_s": statistics.median(syncs)}
 
 
-ENGINES = [("hf", 1), ("hf", 2), ("vllm", 1), ("vllm", 2), ("vllm-eager", 2)]
-
-
-def measure(name: str, root: Path) -> dict[str, dict[str, float]]:
-    """``"engine/cores"`` -> that worker's numbers, every engine on the same model, batch and lengths."""
+def measure(name: str, root: Path) -> dict[int, dict[str, Any]]:
+    """cores -> that worker's numbers, every engine on the same model, batch and lengths."""
     path = model_dir(root, name)
     found = {}
-    for engine, cores in ENGINES:
-        if cores > len(os.sched_getaffinity(0)):
-            continue
-        run = subprocess.run([sys.executable, __file__, "--worker", engine, str(path), str(cores)],
+    for cores in range(1, min(2, len(os.sched_getaffinity(0))) + 1):
+        run = subprocess.run([sys.executable, __file__, "--worker", str(path), str(cores)],
                              capture_output=True, text=True, check=False)
         if run.returncode:
-            raise RuntimeError(f"{engine} on {cores} core(s) failed:\n{run.stderr[-3000:]}")
-        found[f"{engine}/{cores}"] = json.loads(run.stdout.strip().splitlines()[-1])
+            raise RuntimeError(f"the {cores}-core worker failed:\n{run.stderr[-3000:]}")
+        found[cores] = json.loads(run.stdout.strip().splitlines()[-1])
     return found
-
-
-def best_hf(result: dict[str, dict[str, float]]) -> float:
-    return max(v["tokens_per_s"] for k, v in result.items() if k.startswith("hf/"))
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_rollout_throughput_and_sync(benchmark: Any, tmp_path_factory: Any, name: str) -> None:
     root = tmp_path_factory.getbasetemp() / "engines"
     result = benchmark.pedantic(measure, args=(name, root), rounds=1, iterations=1)
-    hf_label = f"HF rollout, {name}, {BATCH} x {NEW_TOKENS} tokens (per token, best of 1-2 threads)"
-    parts = [{"label": hf_label, "seconds": 1 / best_hf(result)}]
-    for key, value in result.items():
-        if key.startswith("vllm"):
-            parts.append({"label": f"vLLM rollout, {name}, {key} cores (per token)",
-                          "seconds": 1 / value["tokens_per_s"], "vs": hf_label})
-    sync = result.get("vllm/2", result["vllm/1"])["sync_s"]
+    parts = []
+    for cores, r in result.items():
+        hf_label = f"HF rollout, {name}, {BATCH} x {NEW_TOKENS} tokens, {cores} core(s) (per token)"
+        parts.append({"label": hf_label, "seconds": 1 / r["tokens_per_s"]["hf"]})
+        for engine in ("vllm", "vllm-eager"):
+            parts.append({"label": f"{engine} rollout, {name}, {cores} core(s) (per token)",
+                          "seconds": 1 / r["tokens_per_s"][engine], "vs": hf_label})
+    sync = result[max(result)]["sync_s"]
     parts.append({"label": f"vLLM weight sync, {name}", "seconds": sync, "vs": TRAIN_STEP, "share": True})
     benchmark.extra_info["parts"] = parts
     benchmark.extra_info["measured"] = result
@@ -143,23 +141,21 @@ def test_rollout_throughput_and_sync(benchmark: Any, tmp_path_factory: Any, name
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = {name: measure(name, Path(tmp)) for name in MODELS}
-    columns = [f"{engine}/{cores}" for engine, cores in ENGINES if f"{engine}/{cores}" in rows[next(iter(rows))]]
-    print(f"\nbatch {BATCH} x {NEW_TOKENS} sampled tokens, fp32, generated tokens/s (median of {REPEATS}); "
-          "engine/cores; vLLM start-up and weight sync on 2 cores\n")
-    print("| model | " + " | ".join(columns) + " | vLLM / HF, 1 core | vLLM / HF, 2 cores | vLLM start, compiled "
-          "/ eager | weight sync |")
-    print("|---" * (len(columns) + 5) + "|")
-    for name, r in rows.items():
-        rates = " | ".join(f"{r[c]['tokens_per_s']:.0f}" for c in columns)
-        ratios = " | ".join(f"{r[f'vllm/{n}']['tokens_per_s'] / r[f'hf/{n}']['tokens_per_s']:.2f}x"
-                            if f"vllm/{n}" in r else "" for n in (1, 2))
-        last = "vllm/2" if "vllm/2" in r else "vllm/1"
-        eager = r.get("vllm-eager/2", {}).get("start_s", float("nan"))
-        print(f"| {name} | {rates} | {ratios} | {r[last]['start_s']:.0f} s / {eager:.0f} s | "
-              f"{1000 * r[last]['sync_s']:.0f} ms |")
+    print(f"\nbatch {BATCH} x {NEW_TOKENS} sampled tokens, fp32, generated tokens/s (median of {REPEATS} "
+          "interleaved batches)\n")
+    print("| model | cores | HF | vLLM compiled | vLLM eager | vLLM / HF | vLLM start, compiled / eager "
+          "| weight sync |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, result in rows.items():
+        for cores, r in result.items():
+            t, start = r["tokens_per_s"], r["start_s"]
+            print(f"| {name} | {cores} | {t['hf']:.0f} | {t['vllm']:.0f} | {t['vllm-eager']:.0f} | "
+                  f"{t['vllm'] / t['hf']:.2f}x / {t['vllm-eager'] / t['hf']:.2f}x | {start['vllm']:.0f} s / "
+                  f"{start['vllm-eager']:.0f} s | {1000 * r['sync_s']:.0f} ms |")
+
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        print(json.dumps(worker(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
+        print(json.dumps(worker(Path(sys.argv[2]), int(sys.argv[3]))))
     else:
         main()
