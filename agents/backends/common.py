@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def check_generate_args(prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float,
                         n: int, stop: Sequence[str]) -> None:
-    """The same argument errors as ``HFBackend.generate``, so every engine rejects the same calls."""
+    """One set of argument errors for every engine's ``generate``, so all reject the same calls."""
     if max_new_tokens < 0 or temperature < 0 or not 0 < top_p <= 1 or n < 1:
         raise ValueError(f"bad sampling settings: max_new_tokens={max_new_tokens}, "
                          f"temperature={temperature}, top_p={top_p}, n={n}")

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from agents.backends.base import Generation
+from agents.backends.common import check_generate_args
 
 
 @contextmanager
@@ -111,13 +112,7 @@ class HFBackend:
                  top_p: float = 1.0, n: int = 1, stop: Sequence[str] = (),
                  seed: int | None = None) -> list[list[Generation]]:
         """``n`` samples per prompt; each stops at its first stop string, an eos token or the length."""
-        if max_new_tokens < 0 or temperature < 0 or not 0 < top_p <= 1 or n < 1:
-            raise ValueError(f"bad sampling settings: max_new_tokens={max_new_tokens}, "
-                             f"temperature={temperature}, top_p={top_p}, n={n}")
-        if any(not p for p in prompts):
-            raise ValueError("every prompt needs at least one token")
-        if any(not s for s in stop):
-            raise ValueError("empty stop string")
+        check_generate_args(prompts, max_new_tokens, temperature, top_p, n, stop)
         flat = [list(p) for p in prompts for _ in range(n)]
         order = sorted(range(len(flat)), key=lambda k: len(flat[k]))  # stable: a prompt's samples stay together
         generator = None if seed is None else torch.Generator(device=self.device).manual_seed(seed)
