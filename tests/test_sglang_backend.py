@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import flat, max_diff
 from fake_server import serve
 
 torch = pytest.importorskip("torch")
@@ -129,13 +130,6 @@ def prompts(tokenizer) -> list[list[int]]:
     return [tokenizer.encode(q) for q in ("Who founded Pose Yufe?", "x", "Where was Timo Solri born? Kelmo")]
 
 
-def flat(generations):
-    return [g for per_prompt in generations for g in per_prompt]
-
-
-def max_diff(a, b) -> float:
-    assert [len(x) for x in a] == [len(y) for y in b]
-    return max((abs(x - y) for xs, ys in zip(a, b) for x, y in zip(xs, ys)), default=0.0)
 
 
 def test_generate_and_score(sglang, model, tokenizer) -> None:

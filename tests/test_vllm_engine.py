@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("vllm")
-from memorised import NAME, QUESTION, TURN, chat_ids, memorised_policy
+from engine_helpers import NAME, QUESTION, TURN, chat_ids, flat, max_diff, memorised_policy
 from transformers import AutoTokenizer
 
 from agents.backends import HFBackend, PolicyBackend, VLLMBackend, make_backend
@@ -51,13 +51,6 @@ def prompts(tokenizer) -> list[list[int]]:
     return [chat_ids(tokenizer, [{"role": "user", "content": q}]) for q in QUESTIONS]
 
 
-def flat(generations):
-    return [g for per_prompt in generations for g in per_prompt]
-
-
-def max_diff(a: list[list[float]], b: list[list[float]]) -> float:
-    assert [len(x) for x in a] == [len(y) for y in b]
-    return max((abs(x - y) for xs, ys in zip(a, b) for x, y in zip(xs, ys)), default=0.0)
 
 
 def test_is_a_policy_backend_and_keeps_process_state(engine: VLLMBackend) -> None:

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("vllm")
 import requests
-from memorised import QUESTION, TURN, chat_ids, memorised_policy
+from engine_helpers import QUESTION, TURN, chat_ids, flat, max_diff, memorised_policy
 from transformers import AutoTokenizer
 
 from agents.backends import HFBackend, VLLMServerBackend
@@ -91,13 +91,6 @@ def hf(trainer, tokenizer) -> HFBackend:
     return HFBackend(trainer, tokenizer)
 
 
-def flat(generations):
-    return [g for per_prompt in generations for g in per_prompt]
-
-
-def max_diff(a, b) -> float:
-    assert [len(x) for x in a] == [len(y) for y in b]
-    return max((abs(x - y) for xs, ys in zip(a, b) for x, y in zip(xs, ys)), default=0.0)
 
 
 def test_openai_agent_acts_as_the_model_does(server: str, hf: HFBackend, tokenizer, policy_dir: Path) -> None:

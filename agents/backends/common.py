@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,15 @@ def checkpoint_weights(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]
     stale and nothing fails loudly.
     """
     return [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+
+
+def weights_folder(weights_dir: str | Path | None, prefix: str) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
+    """Where a server backend writes weights for its server to load: ``weights_dir``, or a temporary
+    folder on this machine (returned with its handle, which keeps it alive)."""
+    if weights_dir:
+        return Path(weights_dir), None
+    tmp = tempfile.TemporaryDirectory(prefix=prefix)
+    return Path(tmp.name), tmp
 
 
 def save_weights(model: Any, out_dir: str | Path) -> Path:

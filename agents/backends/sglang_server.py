@@ -9,7 +9,6 @@ and calls ``/update_weights_from_disk`` and ``/flush_cache``. Every wire shape l
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,13 @@ from typing import Any
 
 from agents.backends import sglang_api as api
 from agents.backends.base import Generation
-from agents.backends.common import check_generate_args, check_score_args, request_seeds, save_weights
+from agents.backends.common import (
+    check_generate_args,
+    check_score_args,
+    request_seeds,
+    save_weights,
+    weights_folder,
+)
 from agents.backends.http_json import JSONClient, ServerError
 
 log = logging.getLogger(__name__)
@@ -34,8 +39,7 @@ class SGLangBackend:
                  attempts: int = 4) -> None:
         self.client = JSONClient(url, what="SGLang server", timeout=(5.0, timeout), attempts=attempts, concurrency=1)
         self.tokenizer = tokenizer
-        self._tmp = None if weights_dir else tempfile.TemporaryDirectory(prefix="sglang-weights-")
-        self.weights_dir = Path(weights_dir or self._tmp.name)  # type: ignore[union-attr]
+        self.weights_dir, self._tmp = weights_folder(weights_dir, "sglang-weights-")
         self.last_sync_s: float | None = None
 
     def generate(self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0,

@@ -18,7 +18,6 @@ its own seed, as in ``VLLMBackend``: a seeded call samples the same tokens from 
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from agents.backends.common import (
     request_seeds,
     rescore,
     save_weights,
+    weights_folder,
 )
 from agents.backends.http_json import JSONClient, ServerError
 
@@ -53,8 +53,7 @@ class VLLMServerBackend:
                                  concurrency=concurrency)
         self.tokenizer = tokenizer
         self.model = model or self.client.get("/v1/models")["data"][0]["id"]
-        self._tmp = None if weights_dir else tempfile.TemporaryDirectory(prefix="vllm-weights-")
-        self.weights_dir = Path(weights_dir or self._tmp.name)  # type: ignore[union-attr]
+        self.weights_dir, self._tmp = weights_folder(weights_dir, "vllm-weights-")
         self.last_sync_s: float | None = None
 
     def generate(self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0,

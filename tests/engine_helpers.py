@@ -1,5 +1,6 @@
-"""A tiny policy that has memorised one assistant turn: greedy decoding repeats it, so stop strings hit
-deterministically, while other prompts still sample varied text (it is trained no further)."""
+"""Helpers of the engine tests: a tiny policy that has memorised one assistant turn (greedy decoding
+repeats it, so stop strings hit deterministically, while other prompts still sample varied text),
+and comparisons of per-token log-probs."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from transformers import AutoModelForCausalLM
 
-from agents.backends import HFBackend
 from mempo_env.tasks.generated import NAME_WORDS
 
 NAME = " ".join(NAME_WORDS[:2])  # words of the generated task: one token each after a space
@@ -22,8 +20,13 @@ def chat_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     return tokenizer.encode(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
-def memorised_policy(policy_dir: Path, tokenizer: Any) -> torch.nn.Module:
+def memorised_policy(policy_dir: Path, tokenizer: Any) -> Any:
     """The policy at ``policy_dir`` trained on (QUESTION -> TURN) until greedy decoding repeats TURN."""
+    import torch  # the train extra: only the tests that need it import it
+    from transformers import AutoModelForCausalLM
+
+    from agents.backends import HFBackend
+
     model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
     prompt, target = chat_ids(tokenizer, [{"role": "user", "content": QUESTION}]), tokenizer.encode(TURN)
     ids = torch.tensor([prompt + target])
@@ -45,3 +48,13 @@ def memorised_policy(policy_dir: Path, tokenizer: Any) -> torch.nn.Module:
     finally:
         torch.set_num_threads(threads)
     pytest.fail("the fixture did not memorise its turn")
+
+
+def flat(generations: list[list[Any]]) -> list[Any]:
+    return [g for per_prompt in generations for g in per_prompt]
+
+
+def max_diff(a: list[list[float]], b: list[list[float]]) -> float:
+    """Largest difference between two ragged lists of per-token values of the same shape."""
+    assert [len(x) for x in a] == [len(y) for y in b]
+    return max((abs(x - y) for xs, ys in zip(a, b) for x, y in zip(xs, ys)), default=0.0)
