@@ -61,7 +61,7 @@ class Config:
     objectives: int = 2
     """questions per episode (the paper trains at 2)"""
     backend: str = "hf"
-    """rollout engine: "hf" (transformers, in-process; see agents.backends.make_backend for the others)"""
+    """rollout engine: "hf", "vllm[#OPTION=VALUE...]", "vllm-server:URL" or "sglang:URL" (make_backend)"""
     context: str = "memory"
     """training layout: "memory" (one sample per turn, prepare_prompt view) or "full" (one per rollout)"""
     steps: int = 20
@@ -250,6 +250,7 @@ def train(cfg: Config) -> dict[str, Any]:
             "grad_norm": float(stats_norm),
             **{k: float(np.mean([s[k] for s in loss_stats])) for k in loss_stats[0]},
             **mem_stats,
+            **({"sync_s": backend.last_sync_s} if getattr(backend, "last_sync_s", None) is not None else {}),
         }
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
