@@ -72,3 +72,14 @@ def test_knobs_are_validated():
         make_generated_task("dev")
     small = make_generated_task("train", people=20, cities=8, countries=3, companies=6, films=6, books=4)
     assert len(small.corpus) < len(make_generated_task("train").corpus)
+
+
+def test_facts_are_stated_in_the_question_words_unless_paraphrased():
+    task = make_generated_task("test", hops=1)
+    docs = {d.id: d.text for d in task.corpus}
+    for q in task.questions:
+        phrase = RELATIONS[q.meta["relations"][0]]
+        assert phrase.canonical.format(s=q.chain[0].query, o=q.answers[0]) in docs[q.chain[0].doc_id]
+    canonical = " ".join(d.text for d in build_world(0).documents)
+    varied = " ".join(d.text for d in build_world(0, paraphrases=True).documents)
+    assert "is a native of" not in canonical and "is a native of" in varied

@@ -24,7 +24,13 @@ class Relation:
     subject: str  # entity type
     object: str
     phrase: str  # noun phrase for the question, {x} = the subject
-    sentences: tuple[str, ...]  # document sentences, {s} = subject, {o} = object, always last
+    paraphrases: tuple[str, ...]  # other document wordings, {s} = subject, {o} = object, always last
+
+    @property
+    def canonical(self) -> str:
+        """The fact in the question's own words: "The mayor of {s} is {o}."."""
+        text = self.phrase.format(x="{s}")
+        return text[0].upper() + text[1:] + " is {o}."
 
 
 RELATIONS: dict[str, Relation] = {
@@ -43,13 +49,13 @@ RELATIONS: dict[str, Relation] = {
         Relation("company", "city", "the city where {x} has its headquarters",
                  ("{s} has its headquarters in {o}.", "The headquarters of {s} are in {o}.")),
         Relation("company", "person", "the founder of {x}",
-                 ("{s} was founded by {o}.", "The founder of {s} is {o}.")),
+                 ("{s} was founded by {o}.",)),
         Relation("city", "person", "the mayor of {x}",
-                 ("The mayor of {s} is {o}.", "{s} is governed by the mayor {o}.")),
+                 ("{s} is governed by the mayor {o}.",)),
         Relation("city", "country", "the country where {x} lies",
                  ("{s} is a city in {o}.", "{s} lies in the country of {o}.")),
         Relation("country", "city", "the capital of {x}",
-                 ("The capital of {s} is {o}.", "The capital city of {s} is {o}.")),
+                 ("The capital city of {s} is {o}.",)),
     )
 }
 
@@ -136,9 +142,14 @@ def build_world(
     films: int = 30,
     books: int = 20,
     distractors: float = 0.3,
+    paraphrases: bool = False,
 ) -> World:
     """Entities with functional relations and one document each; ``distractors`` is the fraction of
-    entities that get a confusable twin (same type, near-identical name, different facts)."""
+    entities that get a confusable twin (same type, near-identical name, different facts).
+
+    By default a fact is written in its question's words ("The mayor of X is Y."), so finding it is a
+    matter of matching text, which a tiny model trained in minutes can learn; ``paraphrases=True``
+    words each fact at random among the canonical and the relation's paraphrases (harder)."""
     rng = random.Random(seed)
     counts = {"person": people, "city": cities, "country": countries,
               "company": companies, "film": films, "book": books}
@@ -183,8 +194,9 @@ def build_world(
 
     documents = []
     for e in entities.values():
-        sentences = [rng.choice(RELATIONS[p].sentences).format(s=e.name, o=entities[o].name)
-                     for p, o in e.facts.items()]
+        templates = {p: (RELATIONS[p].canonical, *RELATIONS[p].paraphrases) if paraphrases
+                     else (RELATIONS[p].canonical,) for p in e.facts}
+        sentences = [rng.choice(templates[p]).format(s=e.name, o=entities[o].name) for p, o in e.facts.items()]
         sentences += [f.format(s=e.name, year=rng.randrange(1900, 2024), minutes=rng.randrange(80, 180),
                                pages=rng.randrange(120, 900), population=rng.randrange(10, 900) * 1000)
                       for f in _FILLER[e.type]]
@@ -236,7 +248,7 @@ def make_generated_task(
     hops: int | tuple[int, ...] = (1, 2, 3),
     questions_per_hop: int = 400,
     test_fraction: float = 0.2,
-    **world_kwargs: float,
+    **world_kwargs: float | bool,
 ) -> QATask:
     """The generated task's ``train`` or ``test`` split. Both share the corpus and share no question."""
     if split not in ("train", "test"):
