@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.backends.base import PolicyBackend
+from agents.model import STOP
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.views import Message, render_prompt
-
-STOP = ("</search>", "</answer>", "</access>")
 
 
 @dataclass

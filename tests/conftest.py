@@ -18,3 +18,11 @@ def policy_dir(tmp_path_factory) -> Path:
     from algorithms.tiny_policy import build_tiny_policy  # needs the train extra
 
     return build_tiny_policy(tmp_path_factory.mktemp("tiny") / "policy")
+
+
+@pytest.fixture(scope="session")
+def tokenizer(policy_dir: Path):
+    """The tiny policy's tokenizer."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(policy_dir)

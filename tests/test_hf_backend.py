@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from agents.backends import Generation, HFBackend, PolicyBackend
 from mempo_env.tasks.generated import NAME_WORDS
@@ -33,11 +33,6 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(policy_dir: Path):
-    return AutoTokenizer.from_pretrained(policy_dir)
 
 
 def encode_prompt(tokenizer, question: str) -> list[int]:

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-from transformers import AutoTokenizer
 
 from agents.backends.base import Generation
 from algorithms.batch import build_samples, collate
@@ -21,11 +20,6 @@ TASK = QATask("toy", [QARecord("q1", "Who directed Zorb?", ["Ann Lee"]),
 TURNS = ["<mem>nothing yet</mem><think>search the film</think><search>Zorb</search>",
          "<mem>Zorb: Ann Lee</mem><think>next</think><search>Ann Lee</search>",
          "<mem>Zorb: Ann Lee; born Tarvik</mem><think>done</think><answer>Ann Lee; Tarvik</answer>"]
-
-
-@pytest.fixture(scope="module")
-def tokenizer(policy_dir):
-    return AutoTokenizer.from_pretrained(policy_dir)
 
 
 class ScriptedBackend:

@@ -21,7 +21,7 @@ from fake_server import serve
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 from safetensors import safe_open
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from agents.backends import HFBackend, SGLangBackend, make_backend
 from agents.backends.http_json import ServerError
@@ -107,11 +107,6 @@ class StandIn:
                 meta["input_token_logprobs"] = [[None, ids[start], None]] + [
                     [lp, t, None] for lp, t in zip(scored, ids[start + 1:])]
         return {"text": text, "output_ids": g.token_ids, "meta_info": meta}
-
-
-@pytest.fixture(scope="module")
-def tokenizer(policy_dir: Path):
-    return AutoTokenizer.from_pretrained(policy_dir)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from algorithms.tiny_policy import PROTOCOL_TAGS, SPECIAL, build_model, build_tiny_policy
 
@@ -28,11 +28,6 @@ MESSAGES = [
     {"role": "user", "content": "Who founded Pose Yufe?"},
     {"role": "assistant", "content": "<mem>Pose Yufe</mem><think>search</think><search>Pose Yufe</search>"},
 ]
-
-
-@pytest.fixture(scope="session")
-def tokenizer(policy_dir: Path):
-    return AutoTokenizer.from_pretrained(policy_dir)
 
 
 def test_ids_survive_reload(policy_dir: Path, tokenizer) -> None:

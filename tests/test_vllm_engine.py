@@ -14,7 +14,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("vllm")
 from engine_helpers import NAME, QUESTION, TURN, chat_ids, flat, max_diff, memorised_policy
-from transformers import AutoTokenizer
 
 from agents.backends import HFBackend, PolicyBackend, VLLMBackend, make_backend
 
@@ -23,11 +22,6 @@ SET_NUM_THREADS = torch.set_num_threads  # before any engine of this process rep
 
 TOL = 1e-4  # fp32; measured about 1e-6
 QUESTIONS = [QUESTION, "Where was Timo Solri born?", "x", "Kelmo"]
-
-
-@pytest.fixture(scope="module")
-def tokenizer(policy_dir: Path):
-    return AutoTokenizer.from_pretrained(policy_dir)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ pytest.importorskip("transformers")
 pytest.importorskip("vllm")
 import requests
 from engine_helpers import QUESTION, TURN, chat_ids, flat, max_diff, memorised_policy
-from transformers import AutoTokenizer
 
 from agents.backends import HFBackend, VLLMServerBackend
 from agents.backends.http_json import ServerError
@@ -34,11 +33,6 @@ TOL = 1e-4
 MEMORISED = [{"role": "user", "content": QUESTION}]
 OTHERS = [[{"role": "system", "content": "Answer."}, {"role": "user", "content": q}]
           for q in ("Where was Timo Solri born?", "x", "Kelmo")]
-
-
-@pytest.fixture(scope="module")
-def tokenizer(policy_dir: Path):
-    return AutoTokenizer.from_pretrained(policy_dir)
 
 
 @pytest.fixture(scope="module")
