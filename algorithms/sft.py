@@ -52,15 +52,15 @@ class SFTConfig:
     """generated worlds (seeds task_seed, task_seed + 1, ...) the episodes are spread over"""
     episodes: int = 4000
     """oracle episodes (train splits) to learn from"""
-    steps: int = 300
+    steps: int = 2500
     """optimizer steps"""
-    batch_size: int = 32
+    batch_size: int = 16
     """turns per step"""
     lr: float = 2e-3
     """peak AdamW learning rate: linear warm-up, then cosine decay to 0"""
     warmup_steps: int = 50
     """steps of linear learning-rate warm-up"""
-    context_weight: float = 1.0
+    context_weight: float = 0.3
     """weight of the next-token loss on prompt and tool tokens, next to the responses' loss: a
     from-scratch policy has no pretraining, and predicting the documents (which repeat their titles)
     is where it learns to copy names; 0 trains the responses only"""
@@ -138,7 +138,8 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
 
 def ensure_warmup(cfg: SFTConfig) -> Path:
     """The warm-up checkpoint for these settings: reused if it was built before, else built now."""
-    key = hashlib.sha1(json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode()).hexdigest()[:10]
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "cache_dir"}  # where, not what
+    key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     out_dir = Path(cfg.cache_dir) / f"warmup-{key}"
     return out_dir if (out_dir / "config.json").exists() else warm_up(cfg, out_dir)
 
