@@ -53,7 +53,7 @@ class SFTConfig:
     episodes: int = 4000
     """oracle episodes (train splits) to learn from"""
     steps: int = 2500
-    """optimizer steps"""
+    """optimizer steps (the default takes about 27 minutes on 2 CPU cores)"""
     batch_size: int = 16
     """turns per step"""
     lr: float = 2e-3

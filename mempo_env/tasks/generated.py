@@ -148,8 +148,8 @@ def build_world(
     entities that get a confusable twin (same type, near-identical name, different facts).
 
     By default a fact is written in its question's words ("The mayor of X is Y."), so finding it is a
-    matter of matching text, which a tiny model trained in minutes can learn; ``paraphrases=True``
-    words each fact at random among the canonical and the relation's paraphrases (harder)."""
+    matter of matching text, the easiest reading for a small model trained from scratch;
+    ``paraphrases=True`` words each fact at random among that and the relation's paraphrases."""
     rng = random.Random(seed)
     counts = {"person": people, "city": cities, "country": countries,
               "company": companies, "film": films, "book": books}
