@@ -32,6 +32,10 @@ class Relation:
         text = self.phrase.format(x="{s}")
         return text[0].upper() + text[1:] + " is {o}."
 
+    def wordings(self, paraphrases: bool) -> tuple[str, ...]:
+        """The templates a document picks this fact's sentence from."""
+        return (self.canonical, *self.paraphrases) if paraphrases else (self.canonical,)
+
 
 RELATIONS: dict[str, Relation] = {
     r.phrase: r
@@ -194,9 +198,8 @@ def build_world(
 
     documents = []
     for e in entities.values():
-        templates = {p: (RELATIONS[p].canonical, *RELATIONS[p].paraphrases) if paraphrases
-                     else (RELATIONS[p].canonical,) for p in e.facts}
-        sentences = [rng.choice(templates[p]).format(s=e.name, o=entities[o].name) for p, o in e.facts.items()]
+        sentences = [rng.choice(RELATIONS[p].wordings(paraphrases)).format(s=e.name, o=entities[o].name)
+                     for p, o in e.facts.items()]
         sentences += [f.format(s=e.name, year=rng.randrange(1900, 2024), minutes=rng.randrange(80, 180),
                                pages=rng.randrange(120, 900), population=rng.randrange(10, 900) * 1000)
                       for f in _FILLER[e.type]]
