@@ -77,6 +77,16 @@ def test_ppo_loss_hand_computed():
     assert logp.grad[0, 3] == 0.0
 
 
+def test_kl_is_bounded_when_the_policy_moves_far_below_the_reference():
+    # ref - logp = 12: raw k3 = e^12 - 13 (about 1.6e5); clamped to 10, like verl's low_var_kl
+    logp = torch.tensor([[-12.0, -1.0]], requires_grad=True)
+    ref, old, adv, mask = torch.zeros(1, 2), logp.detach().clone(), torch.zeros(1, 2), torch.ones(1, 2)
+    loss, stats = ppo_loss(logp, old, ref, adv, mask, kl_coef=1.0, agg="token-mean")
+    assert stats["kl"] == pytest.approx((10.0 + math.exp(1) - 2) / 2, abs=1e-5)
+    loss.backward()
+    assert logp.grad[0, 0] == 0.0 and torch.isfinite(logp.grad).all()  # the clamped token no longer pulls
+
+
 def test_aggregation_modes():
     values = torch.tensor([[1.0, 1.0, 1.0, 1.0], [4.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
