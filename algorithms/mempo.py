@@ -98,6 +98,10 @@ class Config:
     """give the first turn's <mem> a memory advantage too"""
     mem_include_tags: bool = True
     """count the <mem>/</mem> tag tokens as memory tokens"""
+    answer_prefix: str = " "
+    """what the policy writes between <answer> and its answer, prepended to the gold answer the memory
+    reward scores (the embedded policy writes "<answer> Paris"; use "" for a model that writes
+    "<answer>Paris")"""
     checkpoint_every: int = 5
     """steps between checkpoints"""
     eval_episodes: int = 200
@@ -201,7 +205,7 @@ def train(cfg: Config) -> dict[str, Any]:
         mem_stats: dict[str, float] = {}
         if cfg.algo == "mempo":
             pairs = scored_turns(rollouts, first_turn=cfg.mem_first_turn)
-            p_mem, p_full = answer_probabilities(backend, rollouts, pairs)
+            p_mem, p_full = answer_probabilities(backend, rollouts, pairs, cfg.answer_prefix)
             if pairs:
                 r_mem = memory_rewards(torch.tensor(p_mem), torch.tensor(p_full))
                 adv = memory_advantages(r_mem, group_ids[[i for i, _ in pairs]])

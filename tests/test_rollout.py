@@ -111,7 +111,10 @@ def test_memory_reward_scores_the_contexts_it_claims(tokenizer):
     assert tokenizer.decode(contexts[0]) == mem_text and mem_text.endswith("<mem>Zorb: Ann Lee</mem><answer>")
     assert "<tool_response>" not in mem_text
     assert tokenizer.decode(contexts[1]) == full_text and "Doc 1(Title: Zorb)" in full_text
-    assert tokenizer.decode(continuations[0]) == "Ann Lee; Tarvik" == tokenizer.decode(continuations[1])
+    assert tokenizer.decode(continuations[0]) == " Ann Lee; Tarvik" == tokenizer.decode(continuations[1])
+    assert continuations[0] == tokenizer.encode(" Ann Lee; Tarvik", add_special_tokens=False)  # as the policy writes it
     assert p_mem[0] == pytest.approx(math.exp(-len(contexts[0]) / 1000))
     assert p_full[0] == pytest.approx(math.exp(-len(contexts[1]) / 1000))
     assert p_mem[0] > p_full[0]  # shorter context, higher fake probability
+    answer_probabilities(backend, rs, pairs, prefix="")
+    assert tokenizer.decode(backend.scored[-1][1][0]) == "Ann Lee; Tarvik"
