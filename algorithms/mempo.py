@@ -36,7 +36,7 @@ from algorithms.memory_reward import answer_probabilities, scored_turns
 from algorithms.rollout import collect_rollouts
 from algorithms.sft import SFTConfig, ensure_warmup
 from benchmarks.run import load_done
-from benchmarks.summary import markdown_table, summarize
+from benchmarks.summary import markdown_table, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.tasks import make_generated_task
@@ -275,8 +275,13 @@ def train(cfg: Config) -> dict[str, Any]:
             records += [{**i, "agent": name, "context": "memory", "objectives": cfg.objectives} for i in infos]
         rows = summarize(records)
         result["eval"] = {row["agent"]: row for row in rows}
-        (run_dir / "eval.json").write_text(json.dumps(rows, indent=1))
-        text = markdown_table(rows)
+        # Both policies answered the same questions: the per-episode difference is the sharper test.
+        half = len(records) // 2
+        result["gain"] = {m: mean_ci([b[m] - a[m] for a, b in zip(records[:half], records[half:])])
+                          for m in ("em", "f1")}
+        (run_dir / "eval.json").write_text(json.dumps({"rows": rows, "gain": result["gain"]}, indent=1))
+        text = markdown_table(rows) + "\n\ntrained - start, paired on the same questions (95% CI): " + ", ".join(
+            f"{m.upper()} {100 * g:+.1f} ± {100 * ci:.1f} points" for m, (g, ci) in result["gain"].items())
         (run_dir / "eval.md").write_text(text + "\n")
         print(text)
     return result

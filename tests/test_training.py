@@ -43,6 +43,9 @@ def test_one_step_of_each_algorithm(warmup, tmp_path, algo):
         assert "p_mem" not in m  # the memory term is MemPO's only
     assert (run / "checkpoint" / "model.safetensors").exists()
     assert set(result["eval"]) == {"start", "trained"} and (run / "eval.md").exists()
+    means = {name: row["em"][0] for name, row in result["eval"].items()}
+    assert result["gain"]["em"][0] == pytest.approx(means["trained"] - means["start"])  # paired, same questions
+    assert "paired on the same questions" in (run / "eval.md").read_text()
     if algo == "mempo":  # a damaged checkpoint stops the resume with a clear error, and deletes nothing
         (run / "checkpoint" / "model.safetensors").write_bytes(b"not a tensor file")
         with pytest.raises(RuntimeError, match="unreadable"):
