@@ -1,16 +1,20 @@
 """MemPO's memory reward (spec section 8): how likely the gold answer is from the memory alone,
 compared with the whole history.
 
-For every scored turn, ``P = exp(mean log π(prefix + gold answer tokens | context + "<answer>"))``
+For every scored turn, ``P = exp(mean log π(prefix + gold answer tokens | context + answering))``
 under the current policy, once with the turn's ``full_context`` (everything before the turn) and
 once with its ``mem_context`` (system + question + the turn's ``<mem>`` only). All contexts of a
 step go through one batched, gradient-free scoring call; the results are constants in the loss.
 
-``prefix`` is what the policy writes between ``<answer>`` and the answer (the embedded policy, like
-the oracle it learns from, writes ``<answer> Vesol``). It matters: a byte-level BPE has different
-ids for "Vesol" and " Vesol". Scored without the space, the embedded warm-up's P_mem averaged
-0.00001 and correlated -0.21 with the episode's EM, so the memory advantage was noise; with it,
-0.19 and +0.91 (32 sampled 1-objective episodes).
+The gold answer is scored where a well-formed answering turn would put it (the protocol: ``<mem>``,
+``<think>``, then the action): after the turn's own memory for P_mem, after an empty memory for
+P_full (the history is all there, no summary of it), then ``<think>think</think>`` and ``<answer>``
+and ``prefix``, the text the policy writes before an answer (the embedded policy, like the oracle
+it learns from, writes ``<answer> Vesol``; a byte-level BPE has different ids for "Vesol" and
+" Vesol"). Measured on the embedded warm-up, 2-objective sampled episodes: with ``<answer>``
+straight after ``</mem>`` and no space, P_mem averaged 0.003 and P_full 0.004, and R_mem spread
+0.017, so its per-question normalisation put noise on the ``<mem>`` tokens; with the answering
+turn, P_mem is 0.37 at the answering turn, P_full 0.008, and R_mem spreads 0.37.
 """
 
 from __future__ import annotations
@@ -29,15 +33,17 @@ def scored_turns(rollouts: list[Rollout], *, first_turn: bool = False) -> list[t
             if turn.mem_context is not None and (first_turn or t > 0)]
 
 
-def answer_probabilities(backend: PolicyBackend, rollouts: list[Rollout], pairs: list[tuple[int, int]],
-                         prefix: str = " ") -> tuple[list[float], list[float]]:
+def answer_probabilities(backend: PolicyBackend, rollouts: list[Rollout], pairs: list[tuple[int, int]], *,
+                         think: str = "Every hop is resolved; answering.", prefix: str = " "
+                         ) -> tuple[list[float], list[float]]:
     """``(P_mem, P_full)`` for each (rollout, turn) pair, from one batched scoring call."""
     tok = backend.tokenizer
+    answering = f"\n<think>{think}</think>\n<answer>"
     contexts, continuations = [], []
     for i, t in pairs:
         turn, gold = rollouts[i].turns[t], encode(tok, prefix + rollouts[i].gold)
-        contexts.append(encode(tok, render_prompt(turn.mem_context, tok, continue_final=True) + "<answer>"))
-        contexts.append(encode(tok, render_prompt(turn.full_context, tok) + "<answer>"))
+        contexts.append(encode(tok, render_prompt(turn.mem_context, tok, continue_final=True) + answering))
+        contexts.append(encode(tok, render_prompt(turn.full_context, tok) + "<mem></mem>" + answering))
         continuations += [gold, gold]
     if not contexts:
         return [], []

@@ -98,10 +98,12 @@ class Config:
     """give the first turn's <mem> a memory advantage too"""
     mem_include_tags: bool = True
     """count the <mem>/</mem> tag tokens as memory tokens"""
+    answer_think: str = "Every hop is resolved; answering."
+    """the memory reward scores the gold answer as the end of an answering turn, <think> this </think>
+    <answer>, after the memory (algorithms/memory_reward.py); the default is the embedded policy's"""
     answer_prefix: str = " "
-    """what the policy writes between <answer> and its answer, prepended to the gold answer the memory
-    reward scores (the embedded policy writes "<answer> Paris"; use "" for a model that writes
-    "<answer>Paris")"""
+    """what the policy writes between <answer> and its answer (the embedded policy: "<answer> Paris";
+    "" for a model that writes "<answer>Paris")"""
     checkpoint_every: int = 5
     """steps between checkpoints"""
     eval_episodes: int = 200
@@ -205,7 +207,8 @@ def train(cfg: Config) -> dict[str, Any]:
         mem_stats: dict[str, float] = {}
         if cfg.algo == "mempo":
             pairs = scored_turns(rollouts, first_turn=cfg.mem_first_turn)
-            p_mem, p_full = answer_probabilities(backend, rollouts, pairs, cfg.answer_prefix)
+            p_mem, p_full = answer_probabilities(backend, rollouts, pairs, think=cfg.answer_think,
+                                                 prefix=cfg.answer_prefix)
             if pairs:
                 r_mem = memory_rewards(torch.tensor(p_mem), torch.tensor(p_full))
                 adv = memory_advantages(r_mem, group_ids[[i for i, _ in pairs]])

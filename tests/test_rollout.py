@@ -106,9 +106,10 @@ def test_memory_reward_scores_the_contexts_it_claims(tokenizer):
     p_mem, p_full = answer_probabilities(backend, rs, pairs)
     [(contexts, continuations)] = backend.scored
     turn = rs[0].turns[1]
-    mem_text = render_prompt(turn.mem_context, tokenizer, continue_final=True) + "<answer>"
-    full_text = render_prompt(turn.full_context, tokenizer) + "<answer>"
-    assert tokenizer.decode(contexts[0]) == mem_text and mem_text.endswith("<mem>Zorb: Ann Lee</mem><answer>")
+    answering = "\n<think>Every hop is resolved; answering.</think>\n<answer>"  # the protocol's answering turn
+    mem_text = render_prompt(turn.mem_context, tokenizer, continue_final=True) + answering
+    full_text = render_prompt(turn.full_context, tokenizer) + "<mem></mem>" + answering
+    assert tokenizer.decode(contexts[0]) == mem_text and mem_text.endswith("<mem>Zorb: Ann Lee</mem>" + answering)
     assert "<tool_response>" not in mem_text
     assert tokenizer.decode(contexts[1]) == full_text and "Doc 1(Title: Zorb)" in full_text
     assert tokenizer.decode(continuations[0]) == " Ann Lee; Tarvik" == tokenizer.decode(continuations[1])
@@ -116,5 +117,6 @@ def test_memory_reward_scores_the_contexts_it_claims(tokenizer):
     assert p_mem[0] == pytest.approx(math.exp(-len(contexts[0]) / 1000))
     assert p_full[0] == pytest.approx(math.exp(-len(contexts[1]) / 1000))
     assert p_mem[0] > p_full[0]  # shorter context, higher fake probability
-    answer_probabilities(backend, rs, pairs, prefix="")
+    answer_probabilities(backend, rs, pairs, think="", prefix="")
     assert tokenizer.decode(backend.scored[-1][1][0]) == "Ann Lee; Tarvik"
+    assert tokenizer.decode(backend.scored[-1][0][0]).endswith("</mem>\n<think></think>\n<answer>")
