@@ -79,7 +79,8 @@ class Config:
     top_p: float = 1.0
     """nucleus sampling of the rollouts"""
     lr: float = 1e-4
-    """AdamW learning rate"""
+    """AdamW learning rate (README, Learners: 3e-4 for 40 steps cost MemPO 7 EM points on the validation
+    world, 1e-3 collapsed the format within 3 steps)"""
     clip_eps: float = 0.2
     """PPO clip range"""
     kl_coef: float = 0.001

@@ -1,7 +1,7 @@
 """Learner comparison from one warm-up: MemPO vs GRPO vs GRPO on the full context.
 
     python -m benchmarks.learners                  # 3 arms x 3 seeds, evaluated at 1-10 objectives (hours)
-    python -m benchmarks.learners --quick          # 1 seed, 1 step, 5 episodes per cell: a first look
+    python -m benchmarks.learners --quick          # 1 seed, 10 steps, 10 episodes per cell: a first look
     python -m benchmarks.learners --results-md benchmarks/RESULTS.md   # also fill its "Learner comparison"
 
 Arms, all ``algorithms.mempo.Config`` with its defaults (so the same budget) and only ``algo``,
@@ -53,7 +53,7 @@ ARMS = {"mempo": ("mempo", "memory"), "grpo": ("grpo", "memory"), "grpo-full": (
 WARMUP = "warm-up"
 POLICIES = (WARMUP, *ARMS)
 SEEDS, EPISODES, OBJECTIVES, LONG_FROM = (0, 1, 2), 30, (1, 2, 4, 6, 8, 10), 6
-QUICK = {"seeds": (0,), "steps": 1, "episodes": 5, "objectives": (1, 2, 6, 10)}
+QUICK = {"seeds": (0,), "steps": 10, "episodes": 10, "objectives": (1, 2, 6, 10)}
 # The comparison's own settings: Config fields it sets per arm, so an override of them is refused.
 PER_ARM = ("algo", "context", "seed", "policy", "run_dir", "resume", "eval_episodes")
 # Evaluate with the prompt the learner trains with (its env's default).
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="python -m benchmarks.learners", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help=f"a first look: seeds {_csv(QUICK['seeds'])}, {QUICK['steps']} step, {QUICK['episodes']} "
+                   help=f"a first look: seeds {_csv(QUICK['seeds'])}, {QUICK['steps']} steps, {QUICK['episodes']} "
                         f"episodes, objectives {_csv(QUICK['objectives'])} (explicit flags still win)")
     p.add_argument("--out", default=None, help="output folder (default runs/learners; runs/learners-quick)")
     p.add_argument("--seeds", default=None, help=f"training seeds, comma-separated (default {_csv(SEEDS)})")
