@@ -23,6 +23,11 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n")
 _SPAN = re.compile(r"[A-Z0-9][\w'-]*(?: (?:of |the |de )?[A-Z0-9][\w'-]*)*")
 
 
+ANSWERING = "Every hop is resolved; answering."
+"""The oracle's <think> before its answer (the memory reward scores answers after it, as the policy
+that learned from the oracle writes them)."""
+
+
 def turn(mem: str, think: str, action: str, argument: str) -> str:
     """One well-formed assistant turn. The argument follows its tag after a space: BPE gives "Veyu"
     and " Veyu" different ids, and everywhere else (question, documents, memory) a name follows a
@@ -77,7 +82,7 @@ class OracleAgent(Agent):
         for j, objective in enumerate(objectives, 1):
             missing = any(line.startswith(f"Q{j}.") and " missing " in line for line in lines)
             answers.append("unknown" if missing else objective["answers"][0])
-        return turn(memory, "Every hop is resolved; answering.", "answer", "; ".join(answers))
+        return turn(memory, ANSWERING, "answer", "; ".join(answers))
 
     @staticmethod
     def _steps(objective: dict[str, Any]) -> list[dict[str, Any]]:

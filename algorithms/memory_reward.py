@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from agents.backends.base import PolicyBackend
+from agents.scripted import ANSWERING
 from algorithms.rollout import Rollout, encode
 from mempo_env.views import render_prompt
 
@@ -34,7 +35,7 @@ def scored_turns(rollouts: list[Rollout], *, first_turn: bool = False) -> list[t
 
 
 def answer_probabilities(backend: PolicyBackend, rollouts: list[Rollout], pairs: list[tuple[int, int]], *,
-                         think: str = "Every hop is resolved; answering.", prefix: str = " "
+                         think: str = ANSWERING, prefix: str = " "
                          ) -> tuple[list[float], list[float]]:
     """``(P_mem, P_full)`` for each (rollout, turn) pair, from one batched scoring call."""
     tok = backend.tokenizer

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from agents.backends.base import Generation
+from agents.scripted import ANSWERING
 from algorithms.batch import build_samples, collate
 from algorithms.memory_reward import answer_probabilities, scored_turns
 from algorithms.rollout import collect_rollouts, encode, mem_token_span
@@ -106,7 +107,7 @@ def test_memory_reward_scores_the_contexts_it_claims(tokenizer):
     p_mem, p_full = answer_probabilities(backend, rs, pairs)
     [(contexts, continuations)] = backend.scored
     turn = rs[0].turns[1]
-    answering = "\n<think>Every hop is resolved; answering.</think>\n<answer>"  # the protocol's answering turn
+    answering = f"\n<think>{ANSWERING}</think>\n<answer>"  # the protocol's answering turn, as the oracle writes it
     mem_text = render_prompt(turn.mem_context, tokenizer, continue_final=True) + answering
     full_text = render_prompt(turn.full_context, tokenizer) + "<mem></mem>" + answering
     assert tokenizer.decode(contexts[0]) == mem_text and mem_text.endswith("<mem>Zorb: Ann Lee</mem>" + answering)
