@@ -272,17 +272,15 @@ def train(cfg: Config) -> dict[str, Any]:
     result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps}
     if cfg.eval_episodes:
         test = make_generated_task("test", seed=cfg.task_seed, hops=cfg.hops)
-        records = []
-        for name, weights in (("start", ref), ("trained", model)):
-            infos = evaluate_policy(make_backend("hf", weights, tokenizer), test, episodes=cfg.eval_episodes,
-                                    objectives=cfg.objectives, max_turns=cfg.max_turns,
-                                    max_new_tokens=cfg.max_new_tokens)
-            records += [{**i, "agent": name, "context": "memory", "objectives": cfg.objectives} for i in infos]
-        rows = summarize(records)
+        infos = {name: evaluate_policy(make_backend("hf", weights, tokenizer), test, episodes=cfg.eval_episodes,
+                                       objectives=cfg.objectives, max_turns=cfg.max_turns,
+                                       max_new_tokens=cfg.max_new_tokens)
+                 for name, weights in (("start", ref), ("trained", model))}
+        rows = summarize([{**i, "agent": name, "context": "memory", "objectives": cfg.objectives}
+                          for name, episodes in infos.items() for i in episodes])
         result["eval"] = {row["agent"]: row for row in rows}
-        # Both policies answered the same questions: the per-episode difference is the sharper test.
-        half = len(records) // 2
-        result["gain"] = {m: mean_ci([b[m] - a[m] for a, b in zip(records[:half], records[half:])])
+        # Both policies answered the same questions, in order: the per-episode difference is the sharper test.
+        result["gain"] = {m: mean_ci([b[m] - a[m] for a, b in zip(infos["start"], infos["trained"])])
                           for m in ("em", "f1")}
         (run_dir / "eval.json").write_text(json.dumps({"rows": rows, "gain": result["gain"]}, indent=1))
         text = markdown_table(rows) + "\n\ntrained - start, paired on the same questions (95% CI): " + ", ".join(
