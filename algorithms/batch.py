@@ -21,15 +21,25 @@ class Sample:
     old_logp: list[float]  # generation-time log-probs (0 where response_mask is 0)
     a_out: float  # the rollout's outcome advantage
     a_mem: list[float]  # the memory advantage of each token's turn (0 where unscored)
+    weight: float  # loss weight of each generated token (see build_samples)
 
 
 def build_samples(rollouts: list[Rollout], a_out: list[float], a_mem: dict[tuple[int, int], float],
-                  context: str) -> list[Sample]:
+                  context: str, agg: str = "seq-mean-token-mean") -> list[Sample]:
     """``context="memory"``: one sample per turn (its own prompt). ``context="full"``: one sample per
     rollout, the last turn's prompt + response, which contains every earlier turn's response at
-    the position it was generated. ``a_mem`` maps (rollout, turn) to that turn's memory advantage."""
+    the position it was generated. ``a_mem`` maps (rollout, turn) to that turn's memory advantage.
+
+    ``agg="seq-mean-token-mean"`` (GRPO): every rollout weighs the same in the loss, spread evenly
+    over its generated tokens, in both layouts. Weighing each memory-layout turn as a sequence of its
+    own gave an 8-turn search loop 8 times the weight of a 3-turn success; its negative advantage
+    then pushed down the protocol tokens every turn shares. ``agg="token-mean"``: every token weighs 1."""
+    if agg not in ("seq-mean-token-mean", "token-mean"):
+        raise ValueError(f"unknown aggregation {agg!r}")
     samples = []
     for i, r in enumerate(rollouts):
+        n_generated = sum(len(t.response_ids) for t in r.turns)
+        weight = 1.0 / max(n_generated, 1) if agg == "seq-mean-token-mean" else 1.0
         per_sample = [[t] for t in range(len(r.turns))] if context == "memory" else [list(range(len(r.turns)))]
         for turns in per_sample:
             last = r.turns[turns[-1]]
@@ -45,7 +55,7 @@ def build_samples(rollouts: list[Rollout], a_out: list[float], a_mem: dict[tuple
                 if (i, t) in a_mem and turn.mem_span is not None:
                     for k in range(*turn.mem_span):
                         mem[start + k], amem[start + k] = 1.0, a_mem[(i, t)]
-            samples.append(Sample(ids, resp, mem, old, a_out[i], amem))
+            samples.append(Sample(ids, resp, mem, old, a_out[i], amem, weight))
     return samples
 
 
@@ -65,4 +75,5 @@ def collate(samples: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
         "old_logp": pad([s.old_logp for s in samples], 0.0, torch.float)[:, 1:],
         "a_mem": pad([s.a_mem for s in samples], 0.0, torch.float)[:, 1:],
         "a_out": torch.tensor([s.a_out for s in samples], dtype=torch.float),
+        "loss_weight": pad([[s.weight * m for m in s.response_mask] for s in samples], 0.0, torch.float)[:, 1:],
     }

@@ -30,31 +30,21 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     return torch.zeros(mask.shape, dtype=logp.dtype).index_copy(1, cols, logp)
 
 
-def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str = "seq-mean-token-mean") -> torch.Tensor:
-    """``seq-mean-token-mean``: mean over each sequence's tokens, then over sequences (GRPO);
-    ``token-mean``: one mean over every token of the batch (long answers weigh more)."""
-    if mode == "token-mean":
-        return (values * mask).sum() / mask.sum().clamp(min=1)
-    if mode == "seq-mean-token-mean":
-        per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-        return per_seq[mask.sum(-1) > 0].mean()
-    raise ValueError(f"unknown aggregation {mode!r}")
-
-
 def ppo_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
     ref_logp: torch.Tensor,
     advantages: torch.Tensor,
-    mask: torch.Tensor,
+    weights: torch.Tensor,
     *,
     clip_eps: float = 0.2,
     kl_coef: float = 0.001,
-    agg: str = "seq-mean-token-mean",
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """``-min(r A, clip(r, 1-eps, 1+eps) A) + kl_coef * KL_k3(π || π_ref)`` over the tokens in ``mask``,
-    with ``r = exp(logp - old_logp)`` and ``KL_k3 = exp(ref - logp) - (ref - logp) - 1`` (unbiased,
-    never negative, low variance). All inputs are ``[batch, tokens]``; only ``logp`` has a gradient.
+    """``-min(r A, clip(r, 1-eps, 1+eps) A) + kl_coef * KL_k3(π || π_ref)``, averaged over the tokens
+    with the per-token ``weights`` (0 off the generated tokens; ``algorithms.batch`` sets them for the
+    aggregation), with ``r = exp(logp - old_logp)`` and ``KL_k3 = exp(ref - logp) - (ref - logp) - 1``
+    (unbiased, never negative, low variance). All inputs are ``[batch, tokens]``; only ``logp`` has a
+    gradient.
 
     ``KL_k3`` grows exponentially in ``ref - logp``: one token the policy has moved far below the
     reference gave a per-token value of 1.5e5 in a measured step. As in verl's ``low_var_kl``, the
@@ -65,12 +55,13 @@ def ppo_loss(
     pg = torch.maximum(unclipped, clipped)
     log_ref_ratio = (ref_logp - logp).clamp(-20.0, 20.0)
     kl = (torch.exp(log_ref_ratio) - log_ref_ratio - 1).clamp(max=10.0)
-    loss = aggregate(pg + kl_coef * kl, mask, agg)
+    total = weights.sum().clamp(min=1e-12)
+    loss = ((pg + kl_coef * kl) * weights).sum() / total
     with torch.no_grad():
-        m = mask.bool()
+        m = weights > 0
         stats = {
-            "pg_loss": aggregate(pg, mask, agg).item(),
-            "kl": aggregate(kl, mask, agg).item(),
+            "pg_loss": ((pg * weights).sum() / total).item(),
+            "kl": ((kl * weights).sum() / total).item(),
             "clip_frac": (clipped > unclipped)[m].float().mean().item() if m.any() else 0.0,
             "ratio_mean": ratio[m].mean().item() if m.any() else 1.0,
         }

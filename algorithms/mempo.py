@@ -95,7 +95,8 @@ class Config:
     max_grad_norm: float = 1.0
     """gradient clipping"""
     agg: str = "seq-mean-token-mean"
-    """loss aggregation: "seq-mean-token-mean" or "token-mean\""""
+    """loss aggregation: "seq-mean-token-mean" (every rollout weighs the same, whatever its turns) or
+    "token-mean" (algorithms/batch.py)"""
     mem_first_turn: bool = False
     """give the first turn's <mem> a memory advantage too"""
     mem_include_tags: bool = True
@@ -116,6 +117,8 @@ class Config:
             raise ValueError(f"algo must be 'mempo' or 'grpo', not {self.algo!r}")
         if self.context not in ("memory", "full"):
             raise ValueError(f"context must be 'memory' or 'full', not {self.context!r}")
+        if self.agg not in ("seq-mean-token-mean", "token-mean"):
+            raise ValueError(f"agg must be 'seq-mean-token-mean' or 'token-mean', not {self.agg!r}")
         self.run_dir = self.run_dir or f"runs/{self.algo}"
 
 
@@ -219,7 +222,7 @@ def train(cfg: Config) -> dict[str, Any]:
                              "r_mem": r_mem.mean().item()}
 
         # 6. PPO-clip + KL on the exact generated tokens; prompt and tool tokens are masked out.
-        samples = build_samples(rollouts, a_out.tolist(), a_mem, cfg.context)
+        samples = build_samples(rollouts, a_out.tolist(), a_mem, cfg.context, cfg.agg)
         batches = [collate(samples[i : i + cfg.microbatch_size], tokenizer.pad_token_id)
                    for i in range(0, len(samples), cfg.microbatch_size)]
         with torch.no_grad():
@@ -233,14 +236,16 @@ def train(cfg: Config) -> dict[str, Any]:
             order = torch.randperm(len(batches)).tolist()
             for m in range(0, len(order), per_minibatch):
                 chunk = [batches[k] for k in order[m : m + per_minibatch]]
+                chunk_weight = sum(b["loss_weight"].sum() for b in chunk)
                 optimizer.zero_grad()
                 for b in chunk:
                     logp = token_logprobs(model, b["input_ids"], b["attention_mask"], cfg.temperature,
                                           mask=b["response_mask"])
                     adv = token_advantages(b["a_out"], b["a_mem"], b["response_mask"], b["mem_mask"])
-                    loss, stats = ppo_loss(logp, b["old_logp"], b["ref_logp"], adv, b["response_mask"],
-                                           clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef, agg=cfg.agg)
-                    (loss / len(chunk)).backward()
+                    loss, stats = ppo_loss(logp, b["old_logp"], b["ref_logp"], adv, b["loss_weight"],
+                                           clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef)
+                    # each micro-batch's weighted mean, weighed by its share: the mini-batch's weighted mean
+                    (loss * b["loss_weight"].sum() / chunk_weight).backward()
                     loss_stats.append(stats)
                 stats_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                 optimizer.step()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
-from algorithms.loss import aggregate, ppo_loss
+from algorithms.loss import ppo_loss
 
 
 def test_grpo_worked_example():
@@ -81,21 +81,22 @@ def test_kl_is_bounded_when_the_policy_moves_far_below_the_reference():
     # ref - logp = 12: raw k3 = e^12 - 13 (about 1.6e5); clamped to 10, like verl's low_var_kl
     logp = torch.tensor([[-12.0, -1.0]], requires_grad=True)
     ref, old, adv, mask = torch.zeros(1, 2), logp.detach().clone(), torch.zeros(1, 2), torch.ones(1, 2)
-    loss, stats = ppo_loss(logp, old, ref, adv, mask, kl_coef=1.0, agg="token-mean")
+    loss, stats = ppo_loss(logp, old, ref, adv, mask, kl_coef=1.0)
     assert stats["kl"] == pytest.approx((10.0 + math.exp(1) - 2) / 2, abs=1e-5)
     loss.backward()
     assert logp.grad[0, 0] == 0.0 and torch.isfinite(logp.grad).all()  # the clamped token no longer pulls
 
 
-def test_aggregation_modes():
-    values = torch.tensor([[1.0, 1.0, 1.0, 1.0], [4.0, 0.0, 0.0, 0.0]])
-    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
-    assert aggregate(values, mask, "seq-mean-token-mean").item() == pytest.approx((1 + 4) / 2)
-    assert aggregate(values, mask, "token-mean").item() == pytest.approx(8 / 5)
-    empty = torch.zeros(1, 4)
-    assert aggregate(torch.ones(2, 4), torch.cat([mask[:1], empty]), "seq-mean-token-mean").item() == 1.0
-    with pytest.raises(ValueError):
-        aggregate(values, mask, "sum")
+def test_loss_is_the_weighted_mean_over_tokens():
+    values = torch.tensor([[1.0, 1.0, 1.0, 1.0], [4.0, 0.0, 0.0, 0.0]])  # per-token loss: -A with ratio 1
+    weights = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0]])  # one sequence mean each
+    logp = torch.zeros(2, 4)
+    loss, _ = ppo_loss(logp, logp, logp, -values, weights, kl_coef=0.0)
+    assert loss.item() == pytest.approx((1 + 4) / 2)
+    loss, _ = ppo_loss(logp, logp, logp, -values, (weights > 0).float(), kl_coef=0.0)  # token-mean
+    assert loss.item() == pytest.approx(8 / 5)
+    loss, stats = ppo_loss(logp, logp, logp, -values, torch.zeros(2, 4), kl_coef=0.0)  # nothing to train
+    assert loss.item() == 0.0 and stats["clip_frac"] == 0.0
 
 
 def test_token_logprobs_with_mask_equals_full_forward_where_it_counts():

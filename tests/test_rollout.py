@@ -1,5 +1,6 @@
 """Rollouts, training samples and the memory reward, on a scripted fake engine with the tiny tokenizer."""
 
+import dataclasses
 import math
 
 import pytest
@@ -97,6 +98,25 @@ def test_samples_mask_prompt_and_tool_tokens(tokenizer):
     assert batch["old_logp"][0][len(turns[0].prompt_ids) - 1].item() == pytest.approx(-0.01)
     assert batch["input_ids"].shape == batch["attention_mask"].shape
     assert torch.equal(batch["a_out"], torch.tensor([1.0, 1.0, 1.0, -1.0, -1.0, -1.0]))
+
+
+@pytest.mark.parametrize("agg", ["seq-mean-token-mean", "token-mean"])
+def test_loss_weights_count_rollouts_not_turns(tokenizer, agg):
+    """seq-mean-token-mean: a 3-turn rollout and a 1-turn one weigh the same in the loss, in both
+    layouts, and each token gets the same weight in both; token-mean: every generated token weighs 1."""
+    per_rollout = {}
+    for context in ("memory", "full"):
+        _, rs = rollouts(tokenizer, context)
+        rs = [rs[0], dataclasses.replace(rs[1], turns=rs[1].turns[:1])]
+        lengths = [sum(len(t.response_ids) for t in r.turns) for r in rs]
+        samples = build_samples(rs, [1.0, -1.0], {}, context, agg)
+        owner = [0] * (3 if context == "memory" else 1) + [1]
+        weights = collate(samples, tokenizer.pad_token_id)["loss_weight"].sum(-1)
+        per_rollout[context] = [sum(w for w, o in zip(weights.tolist(), owner) if o == i) for i in (0, 1)]
+    expected = [1.0, 1.0] if agg == "seq-mean-token-mean" else lengths
+    assert per_rollout["memory"] == pytest.approx(expected) and per_rollout["full"] == pytest.approx(expected)
+    with pytest.raises(ValueError, match="aggregation"):
+        build_samples(rs, [1.0, -1.0], {}, "memory", "sum")
 
 
 def test_memory_reward_scores_the_contexts_it_claims(tokenizer):
