@@ -29,6 +29,22 @@ def warmup(tmp_path_factory):
     return path
 
 
+def test_warmup_turns_come_in_both_views(tokenizer):
+    """A full_context share of the oracle episodes is seen as the whole history, the rest as the
+    memory view: the memory view keeps the last search only, the full view every earlier one."""
+    from algorithms.sft import oracle_turns
+
+    def searches_in_prompts(share: float) -> list[int]:
+        turns = oracle_turns(SFTConfig(episodes=12, worlds=2, full_context=share), tokenizer)
+        return [tokenizer.decode(p).count("<search>") for p, _ in turns]
+
+    def long_prompts(share: float) -> int:
+        return sum(n >= 2 for n in searches_in_prompts(share))
+
+    assert max(searches_in_prompts(0.0)) == 1
+    assert 0 < long_prompts(0.5) < long_prompts(1.0)
+
+
 def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
