@@ -29,7 +29,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agents import OracleAgent
 from algorithms.loss import token_logprobs
 from algorithms.rollout import encode
-from algorithms.tiny_policy import RECIPE, build_tiny_policy
+from algorithms.tiny_policy import build_tiny_policy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.tasks import make_generated_task
@@ -101,7 +101,7 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
     if cfg.base:
         base = Path(cfg.base)
     else:
-        tiny_dir = Path(cfg.cache_dir) / "tiny-policy" / f"task{cfg.task_seed}-seed{cfg.seed}-r{RECIPE}"
+        tiny_dir = Path(cfg.cache_dir) / "tiny-policy" / f"task{cfg.task_seed}-seed{cfg.seed}"
         exists = (tiny_dir / "config.json").exists()
         base = tiny_dir if exists else build_tiny_policy(tiny_dir, task_seed=cfg.task_seed, seed=cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -150,8 +150,6 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
 def ensure_warmup(cfg: SFTConfig) -> Path:
     """The warm-up checkpoint for these settings: reused if it was built before, else built now."""
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "cache_dir"}  # where, not what
-    if not cfg.base:
-        settings["tiny_policy_recipe"] = RECIPE
     key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     out_dir = Path(cfg.cache_dir) / f"warmup-{key}"
     return out_dir if (out_dir / "config.json").exists() else warm_up(cfg, out_dir)

@@ -9,7 +9,6 @@ can stand in.
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,7 +23,6 @@ from agents import OracleAgent
 from benchmarks.run import run_episode
 from mempo_env.prompts import PROMPTS
 from mempo_env.tasks import make_generated_task
-from mempo_env.tasks.generated import COUNTRY_SUFFIXES
 
 # The protocol tags become single tokens, so a <mem> span maps to whole tokens.
 PROTOCOL_TAGS = ["<mem>", "</mem>", "<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>",
@@ -39,21 +37,9 @@ CHATML = (
 QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
-# Bumped whenever build_tiny_policy builds something else: cached policies and their warm-ups are
-# keyed by it, so a stale cache is never reused. 2: country names split for the tokenizer trainer.
-RECIPE = 2
-
-# Country names ("Ragor" + "ia") are shown to the tokenizer trainer split at the suffix. Trained on
-# whole names, BPE merged the countries of the worlds it saw (the task's among them) into single
-# tokens that occur in one world only; the warm-up never learned to copy them: in world 1, 5% EM on
-# "the country where X lies" and 100% on every other relation. Split, no merge spans the two parts,
-# and a country is encoded as pieces that every world shares.
-COUNTRY = re.compile(rf"\b([A-Z][a-z]+)({'|'.join(COUNTRY_SUFFIXES)})\b")
-
-
 def training_texts(task_seed: int = 0, episodes: int = 400, worlds: int = 10) -> list[str]:
     """Corpora and train questions of ``worlds`` generated worlds, prompts, and oracle turns of the
-    first (train splits only), country names split."""
+    first (train splits only)."""
     texts = []
     for w in range(worlds):
         task = make_generated_task("train", seed=task_seed + w)
@@ -64,7 +50,7 @@ def training_texts(task_seed: int = 0, episodes: int = 400, worlds: int = 10) ->
     for seed in range(episodes):
         trajectory = run_episode(env, OracleAgent(), seed)["trajectory"]
         texts += [m["content"] for m in trajectory if m["role"] == "assistant"]
-    return [COUNTRY.sub(r"\1 \2", t) for t in texts]
+    return texts
 
 
 def build_tokenizer(texts: list[str], vocab_size: int = 2048) -> PreTrainedTokenizerFast:

@@ -53,18 +53,6 @@ def test_protocol_tags_and_specials_are_single_tokens(tokenizer) -> None:
     assert tokenizer.eos_token_id != tokenizer.pad_token_id
 
 
-def test_no_world_has_names_of_its_own_in_the_vocabulary(tokenizer) -> None:
-    """The tokenizer learned from the task's world, but its countries are pieces every world shares,
-    like any unseen world's (single rare tokens there were names the warm-up never learned to copy)."""
-    from mempo_env.tasks import make_generated_task
-    from mempo_env.tasks.generated import NAME_WORDS
-
-    assert all(len(tokenizer.tokenize(" " + w)) == 1 for w in NAME_WORDS)  # the words names are made of
-    for world in (0, 1, 150):
-        countries = [d.title for d in make_generated_task("test", seed=world).corpus if d.id.startswith("country")]
-        assert countries and all(len(tokenizer.tokenize(" " + c)) > 1 for c in countries), (world, countries)
-
-
 def test_chat_template_is_chatml(tokenizer) -> None:
     text = tokenizer.apply_chat_template(MESSAGES[:2], tokenize=False, add_generation_prompt=True)
     assert text == ("<|im_start|>system\nAnswer the question.<|im_end|>\n"

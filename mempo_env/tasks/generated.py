@@ -67,7 +67,6 @@ _SYLLABLES = ("ka ri mo lu ve sa no ti ra be do fe ga hi jo ku la me ni po qu ru
               "zen dar mil vor tas kel bran gor lin mar sol ter val wen").split()
 _FILM_NOUNS = "Harbor Lantern Orchard Meridian Tide Ember Citadel Glass Summit Echo Veil Compass".split()
 _COMPANY_KINDS = "Industries Labs Works Group Systems Foundry".split()
-COUNTRY_SUFFIXES = ("ia", "land", "stan")  # a country's name is a name word plus one of these
 _FILLER = {
     "film": ("{s} was released in {year}.", "{s} runs for {minutes} minutes."),
     "book": ("{s} was first published in {year}.", "{s} has {pages} pages."),
@@ -109,7 +108,7 @@ def _name(rng: random.Random, type_: str) -> str:
     if type_ == "city":
         return _word(rng)
     if type_ == "country":
-        return _word(rng) + rng.choice(COUNTRY_SUFFIXES)
+        return _word(rng) + rng.choice(("ia", "land", "stan"))
     if type_ == "company":
         return f"{_word(rng)} {rng.choice(_COMPANY_KINDS)}"
     if type_ == "film":
