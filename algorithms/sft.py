@@ -55,8 +55,9 @@ class SFTConfig:
     full_context: float = 0.0
     """share of the episodes whose turns are seen in the full-context view (the rest: the memory view).
     The memory reward subtracts P(gold | full history), and the no-memory baseline trains in that view:
-    both need a policy that can also answer from a full history. Measured once, at 0.5 (with batches
-    grouped by length): 4,000 steps did not learn to read (5.6% EM, world 1, 1 objective)"""
+    both need a policy that can also answer from a full history. Measured once, at 0.5, with a
+    variant tokenizer and batches grouped by length (both since reverted): 4,000 steps did not learn
+    to read (5.6% EM, world 1, 1 objective; README, Learners)"""
     steps: int = 4000
     """optimizer steps (measured: 58 minutes on one core of this 2-core machine, the other busy; 2,500
     steps took 27 minutes on both, and read far less: 10% held-out EM at 1 objective, against 89.5%)"""
