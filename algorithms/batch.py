@@ -12,6 +12,8 @@ import torch
 
 from algorithms.rollout import Rollout
 
+AGGREGATIONS = ("seq-mean-token-mean", "token-mean")
+
 
 @dataclass
 class Sample:
@@ -34,8 +36,8 @@ def build_samples(rollouts: list[Rollout], a_out: list[float], a_mem: dict[tuple
     over its generated tokens, in both layouts. Weighing each memory-layout turn as a sequence of its
     own gave an 8-turn search loop 8 times the weight of a 3-turn success; its negative advantage
     then pushed down the protocol tokens every turn shares. ``agg="token-mean"``: every token weighs 1."""
-    if agg not in ("seq-mean-token-mean", "token-mean"):
-        raise ValueError(f"unknown aggregation {agg!r}")
+    if agg not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {agg!r}; one of {AGGREGATIONS}")
     samples = []
     for i, r in enumerate(rollouts):
         n_generated = sum(len(t.response_ids) for t in r.turns)

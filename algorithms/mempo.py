@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agents.backends import make_backend
 from agents.scripted import ANSWERING
 from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
-from algorithms.batch import build_samples, collate
+from algorithms.batch import AGGREGATIONS, build_samples, collate
 from algorithms.evaluate import evaluate_policy
 from algorithms.loss import ppo_loss, token_logprobs
 from algorithms.memory_reward import answer_probabilities, scored_turns
@@ -117,8 +117,8 @@ class Config:
             raise ValueError(f"algo must be 'mempo' or 'grpo', not {self.algo!r}")
         if self.context not in ("memory", "full"):
             raise ValueError(f"context must be 'memory' or 'full', not {self.context!r}")
-        if self.agg not in ("seq-mean-token-mean", "token-mean"):
-            raise ValueError(f"agg must be 'seq-mean-token-mean' or 'token-mean', not {self.agg!r}")
+        if self.agg not in AGGREGATIONS:
+            raise ValueError(f"agg must be one of {AGGREGATIONS}, not {self.agg!r}")
         self.run_dir = self.run_dir or f"runs/{self.algo}"
 
 
