@@ -69,13 +69,14 @@ def collate(samples: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
     def pad(rows: list[list], value: float, dtype: torch.dtype) -> torch.Tensor:
         return torch.tensor([row + [value] * (length - len(row)) for row in rows], dtype=dtype)
 
+    response_mask = pad([s.response_mask for s in samples], 0.0, torch.float)[:, 1:]
     return {
         "input_ids": pad([s.input_ids for s in samples], pad_id, torch.long),
         "attention_mask": pad([[1] * len(s.input_ids) for s in samples], 0, torch.long),
-        "response_mask": pad([s.response_mask for s in samples], 0.0, torch.float)[:, 1:],
+        "response_mask": response_mask,
         "mem_mask": pad([s.mem_mask for s in samples], 0.0, torch.float)[:, 1:],
         "old_logp": pad([s.old_logp for s in samples], 0.0, torch.float)[:, 1:],
         "a_mem": pad([s.a_mem for s in samples], 0.0, torch.float)[:, 1:],
         "a_out": torch.tensor([s.a_out for s in samples], dtype=torch.float),
-        "loss_weight": pad([[s.weight * m for m in s.response_mask] for s in samples], 0.0, torch.float)[:, 1:],
+        "loss_weight": response_mask * torch.tensor([[s.weight] for s in samples]),
     }
