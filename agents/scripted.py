@@ -50,10 +50,16 @@ class OracleAgent(Agent):
     query and checks that the gold document came back (its title is shown); if it did not,
     it opens the document with ``<access>``; if that fails too, the hop is recorded as missing and
     that question is answered "unknown". Questions without a chain get one search of the question.
-    Its ``<mem>`` lists every hop resolved so far, one line each.
+    Its ``<mem>`` lists every hop resolved so far, one line each: the retrieved sentence that states
+    the hop's answer. With ``keep_evidence=False`` it is a sloppy demonstrator: its notes only name
+    the documents found ("found TITLE"), and it answers "unknown" to every question but the last,
+    whose document is the one still on screen.
     """
 
     name = "oracle"
+
+    def __init__(self, keep_evidence: bool = True):
+        self.keep_evidence = keep_evidence
 
     def act(self, observation: Messages, info: dict[str, Any]) -> str:
         objectives = info["objectives"]
@@ -65,7 +71,8 @@ class OracleAgent(Agent):
         if tried and argument == self._query(objectives, *pending, action):
             step = self._step(objectives, *pending)
             if self._found(step, reply):
-                lines.append(f"Q{pending[0]}.{pending[1]}: {self._evidence(step, reply)}")
+                note = self._evidence(step, reply) if self.keep_evidence else f"found {step['title']}"
+                lines.append(f"Q{pending[0]}.{pending[1]}: {note}")
             elif action == "search":
                 return turn("\n".join(lines), f"The search missed {step['title']}; open it directly.",
                             "access", self._query(objectives, *pending, "access"))
@@ -81,7 +88,8 @@ class OracleAgent(Agent):
         answers = []
         for j, objective in enumerate(objectives, 1):
             missing = any(line.startswith(f"Q{j}.") and " missing " in line for line in lines)
-            answers.append("unknown" if missing else objective["answers"][0])
+            forgotten = not self.keep_evidence and j < len(objectives)  # only the last answer is on screen
+            answers.append("unknown" if missing or forgotten else objective["answers"][0])
         return turn(memory, ANSWERING, "answer", "; ".join(answers))
 
     @staticmethod

@@ -35,7 +35,7 @@ from algorithms.evaluate import evaluate_policy
 from algorithms.loss import ppo_loss, token_logprobs
 from algorithms.memory_reward import answer_probabilities, scored_turns
 from algorithms.rollout import collect_rollouts
-from algorithms.sft import SFTConfig, ensure_warmup
+from algorithms.sft import default_warmup
 from benchmarks.run import load_done
 from benchmarks.summary import markdown_table, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
@@ -160,7 +160,7 @@ def train(cfg: Config) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
 
     # 1. Policy, frozen reference (the starting point), optimizer; or the last checkpoint.
-    start_dir = Path(cfg.policy) if cfg.policy else ensure_warmup(SFTConfig(task_seed=cfg.task_seed, hops=cfg.hops))
+    start_dir = Path(cfg.policy) if cfg.policy else default_warmup(cfg.task_seed, cfg.hops)
     ckpt = load_checkpoint(run_dir)
     for partial in run_dir.glob(".ckpt-*"):  # checkpoints a kill interrupted while being written
         shutil.rmtree(partial, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Supervised warm-up (the spec's cold start): teach the protocol from oracle trajectories.
 
-    python -m algorithms.sft            # builds the tiny policy if needed, warms it up, saves it
-    python -m algorithms.sft --help
+    python -m algorithms.sft            # the default warm-up (default_warmup: two stages), built if missing
+    python -m algorithms.sft --steps 10 # one stage with these settings (--help lists them)
 
 The oracle's turns, seen through the memory-forcing view, are the targets: the prompt and tool
 tokens are context, only the response tokens are trained. The episodes come from many generated
@@ -17,6 +17,7 @@ import json
 import math
 import random
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,8 @@ class SFTConfig:
     hops: int = 1
     """hops per generated question"""
     objectives: tuple[int, ...] = (1, 2)
-    """questions per oracle episode, cycled through"""
+    """questions per oracle episode, cycled through (with only 1 and 2, the policy answered after two
+    questions whatever their number: 0% EM at 3 objectives and more, README, Learners)"""
     worlds: int = 100
     """generated worlds (seeds task_seed, task_seed + 1, ...) the episodes are spread over"""
     episodes: int = 4000
@@ -58,6 +60,12 @@ class SFTConfig:
     both need a policy that can also answer from a full history. Measured once, at 0.5, with a
     variant tokenizer and batches grouped by length (both since reverted): 4,000 steps did not learn
     to read (5.6% EM, world 1, 1 objective; README, Learners)"""
+    pointer_memory: float = 0.0
+    """share of the episodes demonstrated by an oracle whose memory notes only which document answered
+    each hop, not what it said (``OracleAgent(keep_evidence=False)``): it answers from what it saw,
+    the policy that imitates it from nothing. One objective is still answered from the tool response
+    on screen; with two, the first answer survives only in a memory that kept the evidence. Leaves
+    the memory-writing choice to RL, the skill MemPO's memory advantage rewards (README, Learners)"""
     steps: int = 4000
     """optimizer steps (measured: 58 minutes on one core of this 2-core machine, the other busy; 2,500
     steps took 27 minutes on both, and read far less: 10% held-out EM at 1 objective, against 89.5%)"""
@@ -80,13 +88,14 @@ class SFTConfig:
 def oracle_turns(cfg: SFTConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, response ids) of every oracle turn, prompts in the memory-forcing view or, for a
     ``full_context`` share of the episodes, the whole history."""
-    agent, turns, pick = OracleAgent(), [], random.Random(cfg.seed)
+    agents, turns, pick = (OracleAgent(), OracleAgent(keep_evidence=False)), [], random.Random(cfg.seed)
     for w in range(min(cfg.worlds, cfg.episodes)):
         task = make_generated_task("train", seed=cfg.task_seed + w, hops=cfg.hops)
         retriever = make_retriever(None, task.corpus)
         envs = {view: MemSearchQAEnv(task, retriever=retriever, context=view) for view in ("memory", "full")}
         for episode in range(w, cfg.episodes, cfg.worlds):
             env = envs["full" if pick.random() < cfg.full_context else "memory"]
+            agent = agents[pick.random() < cfg.pointer_memory]
             k = cfg.objectives[episode % len(cfg.objectives)]
             obs, info = env.reset(seed=cfg.seed * 1_000_003 + episode, options={"objectives": k})
             done = False
@@ -156,5 +165,19 @@ def ensure_warmup(cfg: SFTConfig) -> Path:
     return out_dir if (out_dir / "config.json").exists() else warm_up(cfg, out_dir)
 
 
+def default_warmup(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cache") -> Path:
+    """The embedded policy's warm-up, in two cached stages (README, Learners):
+
+    1. reading: ``SFTConfig``'s defaults, the oracle at 1 and 2 objectives;
+    2. a short continuation at 1-4 objectives in which half the episodes come from the oracle whose
+       memory keeps only pointers. The policy then keeps the evidence in its memory in about a
+       quarter of its episodes, and reads well only then: what to keep is left to RL to learn.
+    """
+    reader = ensure_warmup(SFTConfig(cache_dir=cache_dir, task_seed=task_seed, hops=hops))
+    return ensure_warmup(SFTConfig(base=str(reader), cache_dir=cache_dir, task_seed=task_seed, hops=hops,
+                                   objectives=(1, 2, 3, 4), pointer_memory=0.5, episodes=2000, steps=600, lr=5e-4))
+
+
 if __name__ == "__main__":
-    print(ensure_warmup(tyro.cli(SFTConfig, description=__doc__)))
+    # No options: the default two-stage warm-up. Options: one stage with those settings.
+    print(default_warmup() if len(sys.argv) == 1 else ensure_warmup(tyro.cli(SFTConfig, description=__doc__)))

@@ -32,7 +32,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from agents.backends import make_backend  # noqa: E402
 from algorithms import mempo  # noqa: E402
-from algorithms.sft import SFTConfig, ensure_warmup  # noqa: E402
+from algorithms.sft import default_warmup  # noqa: E402
 
 STEPS = 1  # the learner's default step is over a minute on 2 CPU cores
 
@@ -59,7 +59,7 @@ class Spans:
 
 @pytest.fixture(scope="module")
 def start_policy() -> Path:
-    return ensure_warmup(SFTConfig())
+    return default_warmup()
 
 
 def step_label(backend: str) -> str:

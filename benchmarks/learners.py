@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.mempo import Config, load_checkpoint, train
-from algorithms.sft import SFTConfig, ensure_warmup
+from algorithms.sft import default_warmup
 from benchmarks.report import BenchmarkError, load_run
 from benchmarks.run import _int_list, evaluate
 from benchmarks.summary import mean_ci, summarize
@@ -105,7 +105,7 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     """Train every arm x seed, evaluate them and the warm-up, write the report; return ``report``'s result.
 
     ``learner``: ``Config`` fields other than the per-arm ones (e.g. ``{"steps": 2}``), the same for
-    every arm. ``warmup``: the start checkpoint (default: ``ensure_warmup`` for the learner's world).
+    every arm. ``warmup``: the start checkpoint (default: ``default_warmup`` for the learner's world).
     """
     start = time.perf_counter()
     out = Path(out_dir)
@@ -129,7 +129,7 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     if max(objectives) > len(task.questions):  # checked now, not after hours of training
         raise BenchmarkError(f"{max(objectives)} objectives but {task.name} has {len(task.questions)} questions")
 
-    warmup = Path(warmup) if warmup else ensure_warmup(SFTConfig(task_seed=base.task_seed, hops=base.hops))
+    warmup = Path(warmup) if warmup else default_warmup(base.task_seed, base.hops)
     configs = arm_configs(out, seeds, warmup, base)
     for cfg in configs.values():  # before any training: a mismatch found late would waste hours
         check_run(cfg)

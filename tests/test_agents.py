@@ -36,6 +36,19 @@ def test_memory_view_costs_less_than_full_context_for_the_same_trajectory():
     assert costs["memory"]["peak_chars"] < costs["full"]["peak_chars"]
 
 
+def test_oracle_without_evidence_keeps_only_pointers_in_memory():
+    """The sloppy demonstrator's memory names the documents without their content, so it can answer
+    only the last question, whose document is still on screen."""
+    task = make_generated_task("test", hops=1)
+    env = gym.make("MemSearchQA-v0", dataset=task, objectives=2)
+    for seed in range(5):
+        r = run_episode(env, OracleAgent(keep_evidence=False), seed)
+        assert r["correct"] == [False, True] and r["format_ok"] and r["answer"].startswith("unknown; ")
+        memory = r["trajectory"][-1]["content"].partition("<mem>")[2].partition("</mem>")[0]
+        assert [line.split(": ", 1)[1].startswith("found ") for line in memory.splitlines()] == [True, True]
+        assert not any(answers[0] in memory for answers in r["golden_answers"])
+
+
 class MissingRetriever:
     """Never returns the document asked for (only the first document of the corpus)."""
 

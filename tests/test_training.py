@@ -45,6 +45,30 @@ def test_warmup_turns_come_in_both_views(tokenizer):
     assert 0 < long_prompts(0.5) < long_prompts(1.0)
 
 
+def test_warmup_pointer_memory_share(tokenizer):
+    """A pointer_memory share of the episodes comes from the oracle whose notes only name documents."""
+    from algorithms.sft import oracle_turns
+
+    def pointer_notes(share: float) -> int:
+        turns = oracle_turns(SFTConfig(episodes=12, worlds=2, pointer_memory=share), tokenizer)
+        return sum(tokenizer.decode(r).count(": found ") for _, r in turns)
+
+    assert pointer_notes(0.0) == 0 and 0 < pointer_notes(0.5) < pointer_notes(1.0)
+
+
+def test_default_warmup_continues_the_reader_with_pointer_memory(monkeypatch, tmp_path):
+    """Stage 2 starts from stage 1's checkpoint, with longer horizons and the sloppy demonstrator."""
+    import algorithms.sft as sft
+
+    built = []
+    monkeypatch.setattr(sft, "ensure_warmup", lambda cfg: built.append(cfg) or tmp_path / f"stage{len(built)}")
+    assert sft.default_warmup(task_seed=3, cache_dir=str(tmp_path)) == tmp_path / "stage2"
+    reader, memory = built
+    assert reader == SFTConfig(cache_dir=str(tmp_path), task_seed=3)
+    assert memory.base == str(tmp_path / "stage1") and memory.task_seed == 3 and memory.pointer_memory == 0.5
+    assert max(memory.objectives) > max(reader.objectives) and memory.steps < reader.steps
+
+
 def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
