@@ -48,8 +48,9 @@ class SFTConfig:
     hops: int = 1
     """hops per generated question"""
     objectives: tuple[int, ...] = (1, 2)
-    """questions per oracle episode, cycled through (with only 1 and 2, the policy answered after two
-    questions whatever their number: 0% EM at 3 objectives and more, README, Learners)"""
+    """questions per oracle episode, cycled through (trained on 1 and 2 alone, the policy answers after
+    two questions whatever their number: 0% EM at 3 and more; ``default_warmup``'s second stage adds
+    3 and 4)"""
     worlds: int = 100
     """generated worlds (seeds task_seed, task_seed + 1, ...) the episodes are spread over"""
     episodes: int = 4000
@@ -62,10 +63,10 @@ class SFTConfig:
     to read (5.6% EM, world 1, 1 objective; README, Learners)"""
     pointer_memory: float = 0.0
     """share of the episodes demonstrated by an oracle whose memory notes only which document answered
-    each hop, not what it said (``OracleAgent(keep_evidence=False)``): it answers from what it saw,
-    the policy that imitates it from nothing. One objective is still answered from the tool response
-    on screen; with two, the first answer survives only in a memory that kept the evidence. Leaves
-    the memory-writing choice to RL, the skill MemPO's memory advantage rewards (README, Learners)"""
+    each hop, not what it said (``OracleAgent(keep_evidence=False)``), and which therefore answers
+    "unknown" to every question but the last. The policy learns both ways of writing a note, and RL
+    is left the choice between them: what to keep, the skill MemPO's memory advantage rewards
+    (README, Learners)"""
     steps: int = 4000
     """optimizer steps (measured: 58 minutes on one core of this 2-core machine, the other busy; 2,500
     steps took 27 minutes on both, and read far less: 10% held-out EM at 1 objective, against 89.5%)"""
