@@ -66,7 +66,8 @@ class SFTConfig:
     each hop, not what it said (``OracleAgent(keep_evidence=False)``), and which therefore answers
     "unknown" to every question but the last. The policy learns both ways of writing a note, and RL
     is left the choice between them: what to keep, the skill MemPO's memory advantage rewards
-    (README, Learners)"""
+    (README, Learners). Made for 1-hop questions: on longer chains that oracle still searches each
+    next hop by a name its memory has lost."""
     steps: int = 4000
     """optimizer steps (measured: 58 minutes on one core of this 2-core machine, the other busy; 2,500
     steps took 27 minutes on both, and read far less: 10% held-out EM at 1 objective, against 89.5%)"""
@@ -171,8 +172,8 @@ def default_warmup(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cac
 
     1. reading: ``SFTConfig``'s defaults, the oracle at 1 and 2 objectives;
     2. a short continuation at 1-4 objectives in which half the episodes come from the oracle whose
-       memory keeps only pointers. The policy then keeps the evidence in its memory in about a
-       quarter of its episodes, and reads well only then: what to keep is left to RL to learn.
+       memory keeps only pointers. Greedy, the policy then keeps the evidence in about a quarter
+       of its 1- and 2-objective episodes, and reads well only then: what to keep is left to RL.
     """
     reader = ensure_warmup(SFTConfig(cache_dir=cache_dir, task_seed=task_seed, hops=hops))
     return ensure_warmup(SFTConfig(base=str(reader), cache_dir=cache_dir, task_seed=task_seed, hops=hops,
