@@ -42,8 +42,8 @@ from mempo_env.types import QATask
 
 OBJECTIVES = (1, 2, 4, 6, 8, 10)
 CONTEXTS = ("memory", "full")
-KEEP = ("answer", "score", "em", "f1", "correct", "format_ok", "format_failed", "n_turns", "n_searches",
-        "total_chars", "peak_chars", "total_tokens", "peak_tokens")
+KEEP = ("answer", "score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow", "n_turns",
+        "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens")
 
 
 def episode_record(env: gym.Env, info: dict[str, Any]) -> dict[str, Any]:
@@ -191,6 +191,7 @@ def evaluate(
     max_turns: int = 16,
     turns_per_objective: int = 4,
     tokenizer: str | None = None,
+    max_context_tokens: int | None = None,
     retriever: str | None = None,
     record_retrieval: str | Path | None = None,
     replay_retrieval: str | Path | None = None,
@@ -202,8 +203,10 @@ def evaluate(
     rows (``benchmarks.summary.summarize``) and write the run to ``out_dir`` (see the module doc).
 
     ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``),
-    ready ``Agent`` objects, or a ``{label: spec or Agent}`` mapping. ``verbose``: a progress bar,
-    and the table printed at the end.
+    ready ``Agent`` objects, or a ``{label: spec or Agent}`` mapping. ``max_context_tokens`` (needs
+    ``tokenizer``): an episode whose next prompt is longer ends unanswered (the environment's
+    ``context_overflow``), for a model whose window it exceeds. ``verbose``: a progress bar, and the
+    table printed at the end.
     """
     objectives, contexts = list(objectives), list(contexts)
     if not objectives or any(not isinstance(k, int) or k < 1 for k in objectives) or len(set(objectives)) < len(
@@ -211,7 +214,10 @@ def evaluate(
         raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
     if not contexts or not set(contexts) <= set(CONTEXTS) or len(set(contexts)) < len(contexts):
         raise BenchmarkError(f"contexts must be distinct values of {CONTEXTS}, got {contexts}")
-    for name, value in (("episodes", episodes), ("batch_size", batch_size), ("max_turns", max_turns)):
+    if max_context_tokens is not None and tokenizer is None:
+        raise BenchmarkError("max_context_tokens counts the tokenizer's tokens: give a tokenizer too")
+    for name, value in (("episodes", episodes), ("batch_size", batch_size), ("max_turns", max_turns),
+                        ("max_context_tokens", max_context_tokens or 1)):
         if value < 1:
             raise BenchmarkError(f"{name} must be at least 1, got {value}")
     try:
@@ -226,7 +232,8 @@ def evaluate(
                 "dataset_name": dataset_name(dataset, split), "data_hash": task_fingerprint(task),
                 "corpus": None if corpus is None else str(corpus),
                 "split": split, "seed": seed, "prompt": prompt, "max_turns": max_turns,
-                "turns_per_objective": turns_per_objective, "tokenizer": tokenizer, "retriever": retriever}
+                "turns_per_objective": turns_per_objective, "tokenizer": tokenizer,
+                "max_context_tokens": max_context_tokens, "retriever": retriever}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_settings(out, settings)
@@ -255,7 +262,8 @@ def evaluate(
             bar.set_postfix_str(f"{label} {context} k={k}")
             turns = max(max_turns, turns_per_objective * k)
             envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=context, prompt=prompt,
-                             objectives=k, max_turns=turns, tokenizer=tok) for _ in range(min(batch_size, len(eps)))]
+                             objectives=k, max_turns=turns, tokenizer=tok, max_context_tokens=max_context_tokens)
+                    for _ in range(min(batch_size, len(eps)))]
             for i, record in play(built[label], envs, [seed + e for e in eps]):
                 head = {"agent": label, "context": context, "objectives": k, "episode": eps[i],
                         "seed": seed + eps[i], "max_turns": turns}
@@ -305,6 +313,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--turns-per-objective", type=int, default=4, help="budget per objective; 0: --max-turns only")
     p.add_argument("--seed", type=int, default=0, help="episode e is reset with seed + e")
     p.add_argument("--tokenizer", default=None, help="HF tokenizer (path or hub id): report TT/PT in tokens too")
+    p.add_argument("--max-context-tokens", type=int, default=None, metavar="N",
+                   help="end an episode unanswered when its next prompt exceeds N tokens of --tokenizer "
+                        "(the model's window less its generation budget)")
     p.add_argument("--batch", type=int, default=32, help="episodes played in lockstep per agent call")
     p.add_argument("--out", default="runs/eval", help="output folder")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -315,6 +326,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         contexts=[c.strip() for c in args.context.split(",")], episodes=args.episodes,
                         seed=args.seed, prompt=args.prompt, max_turns=args.max_turns,
                         turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
+                        max_context_tokens=args.max_context_tokens,
                         retriever=args.retriever, record_retrieval=args.record_retrieval,
                         replay_retrieval=args.replay_retrieval, batch_size=args.batch, plots=not args.no_plots)
     except BenchmarkError as e:

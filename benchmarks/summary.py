@@ -7,14 +7,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-METRICS = ("em", "f1", "format_ok", "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens",
-           "peak_tokens")
+METRICS = ("em", "f1", "format_ok", "context_overflow", "n_turns", "n_searches", "total_chars", "peak_chars",
+           "total_tokens", "peak_tokens")
 GROUP = ("agent", "context", "objectives")
 # Column headers. TT and PT are the paper's names for token counts; character counts say so.
-LABELS = {"em": "EM %", "f1": "F1 %", "format_ok": "format ok %", "n_turns": "turns", "n_searches": "searches",
+LABELS = {"em": "EM %", "f1": "F1 %", "format_ok": "format ok %",
+          "context_overflow": "overflow %", "n_turns": "turns", "n_searches": "searches",
           "total_chars": "total chars", "peak_chars": "peak chars", "total_tokens": "TT tokens",
           "peak_tokens": "PT tokens"}
-PERCENT = ("em", "f1", "format_ok")
+PERCENT = ("em", "f1", "format_ok", "context_overflow")
 
 
 def mean_ci(values: list[float]) -> tuple[float, float]:

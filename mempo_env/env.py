@@ -54,6 +54,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         end_on_invalid: bool = False,
         require_search: bool = True,
         tokenizer: Any = None,
+        max_context_tokens: int | None = None,
         render_mode: str | None = None,
     ):
         """
@@ -75,6 +76,10 @@ class MemSearchQAEnv(gym.Env[list, str]):
             end_on_invalid: end the episode (reward 0) at the first invalid turn instead of correcting.
             require_search: format rule 8, at least one search before the answer.
             tokenizer: a Hugging Face tokenizer; when given, token costs (TT, PT) are reported.
+            max_context_tokens: the longest observation (in ``tokenizer``'s tokens) the policy can read,
+                e.g. its context window less its generation budget. An episode whose next observation is
+                longer is truncated unanswered (score 0; the final ``info["context_overflow"]`` says
+                whether that happened), as a real engine refuses such a prompt; ``None``: no limit.
         """
         if context not in ("memory", "full"):
             raise ValueError(f"context must be 'memory' or 'full', not {context!r}")
@@ -84,6 +89,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
                             ("objectives", objectives)):
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if max_context_tokens is not None and (tokenizer is None or max_context_tokens < 1):
+            raise ValueError("max_context_tokens needs a tokenizer and must be >= 1")
         self.task = resolve_task(dataset, corpus=corpus, split=split, seed=task_seed)
         if objectives > len(self.task.questions):
             raise ValueError(f"objectives={objectives} exceeds the {len(self.task.questions)} questions")
@@ -91,7 +98,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self.context, self.prompt = context, get_prompt(prompt)
         self.max_turns, self.topk, self.obs_budget, self.objectives = max_turns, topk, obs_budget, objectives
         self.end_on_invalid, self.require_search = end_on_invalid, require_search
-        self.tokenizer, self.render_mode = tokenizer, render_mode
+        self.tokenizer, self.max_context_tokens, self.render_mode = tokenizer, max_context_tokens, render_mode
         self.action_space = FreeText()
         self.observation_space = ChatMessages()
         self._docs_by_id = {d.id: d for d in self.task.corpus}
@@ -123,6 +130,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
             "mem_context": None,
             "objectives": self._objectives,
         }
+        if self._overflows():
+            raise ValueError(f"the first observation is longer than max_context_tokens={self.max_context_tokens}")
         return self._view(), info
 
     def _pick(self, options: dict[str, Any]) -> list[QARecord]:
@@ -177,7 +186,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
         if reply is not None:
             self._messages.append({"role": "user", "content": reply})
         self._account(seen_by_policy, action)
-        truncated = not terminated and len(self._turns) >= self.max_turns
+        overflow = not terminated and self._overflows()
+        truncated = not terminated and (len(self._turns) >= self.max_turns or overflow)
         self._done = terminated or truncated
 
         info: dict[str, Any] = {
@@ -197,6 +207,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
         reward = 0.0
         if self._done:
             info.update(self._final(turn.argument if answered else None))
+            if self.max_context_tokens is not None:
+                info["context_overflow"] = overflow
             reward = float(info["score"])
         return self._view(), reward, terminated, truncated, info
 
@@ -230,6 +242,11 @@ class MemSearchQAEnv(gym.Env[list, str]):
         title = key.lower().strip('"')
         seen = next((d for d in self._seen.values() if d.title.lower() == title), None)
         return seen or self._docs_by_title.get(title)
+
+    def _overflows(self) -> bool:
+        """Whether the next observation is longer than the policy can read."""
+        limit = self.max_context_tokens
+        return limit is not None and count_tokens(self._view(), self.tokenizer) > limit
 
     def _account(self, prompt: list[Message], action: str) -> None:
         """Context cost of one turn: what the policy read plus what it wrote (TT sums, PT maxes)."""

@@ -12,7 +12,7 @@ import pytest
 from shared_data import needs_shared
 
 from agents import OracleAgent
-from benchmarks.report import read_episodes
+from benchmarks.report import BenchmarkError, read_episodes
 from benchmarks.run import evaluate, main
 from benchmarks.summary import mean_ci
 
@@ -146,6 +146,18 @@ def test_token_costs_with_a_tokenizer(tmp_path, policy_dir):
                     tokenizer=str(policy_dir), plots=False, verbose=False)
     assert rows[0]["total_tokens"][0] > rows[0]["peak_tokens"][0] > 0
     assert "TT tokens" in (tmp_path / "table.md").read_text()
+
+
+def test_context_limit_ends_long_full_context_episodes(tmp_path, policy_dir):
+    """The oracle's 4-objective history outgrows 1,500 tokens; its memory view does not."""
+    rows = evaluate(["oracle"], out_dir=tmp_path, objectives=[4], episodes=3, tokenizer=str(policy_dir),
+                    max_context_tokens=1500, plots=False, verbose=False)
+    by_view = {r["context"]: r for r in rows}
+    assert by_view["full"]["context_overflow"][0] == 1.0 and by_view["full"]["f1"][0] == 0.0
+    assert by_view["memory"]["context_overflow"][0] == 0.0 and by_view["memory"]["f1"][0] == 1.0
+    assert "overflow %" in (tmp_path / "table.md").read_text()
+    with pytest.raises(BenchmarkError, match="give a tokenizer"):
+        evaluate(["oracle"], out_dir=tmp_path / "b", max_context_tokens=1500, verbose=False)
 
 
 @needs_shared

@@ -135,13 +135,14 @@ def test_full_view_keeps_everything():
     assert [m["content"] for m in obs[2:]] == [T1, R["Zorb"], T2, R["Ann Lee"]]
 
 
+class WhitespaceTokenizer:
+    chat_template = None
+
+    def encode(self, text, add_special_tokens=False):
+        return text.split()
+
+
 def test_costs_chars_and_tokens():
-    class WhitespaceTokenizer:
-        chat_template = None
-
-        def encode(self, text, add_special_tokens=False):
-            return text.split()
-
     env = toy_env(tokenizer=WhitespaceTokenizer())
     obs0, _ = env.reset(options={"index": 0})
     obs1, *_ = env.step(T1)
@@ -152,6 +153,29 @@ def test_costs_chars_and_tokens():
     tokens = [len("\n".join(m["content"] for m in o).split()) + len(a.split()) for o, a in ((obs0, T1), (obs1, final))]
     assert (info["total_tokens"], info["peak_tokens"]) == (sum(tokens), max(tokens))
     assert "total_tokens" not in toy_env().reset()[1]
+
+
+def test_context_overflow_ends_the_episode_unanswered():
+    tok = WhitespaceTokenizer()
+    first = len("\n".join(m["content"] for m in toy_env().reset(options={"index": 0})[0]).split())
+    env = toy_env(context="full", tokenizer=tok, max_context_tokens=first + 5)  # the first tool response overflows
+    env.reset(options={"index": 0})
+    _, reward, terminated, truncated, info = env.step(T1)
+    assert truncated and not terminated and reward == 0.0
+    assert info["context_overflow"] and info["answer"] is None and info["score"] == 0 and info["n_turns"] == 1
+    roomy = toy_env(context="full", tokenizer=tok, max_context_tokens=10_000)
+    roomy.reset(options={"index": 0})
+    roomy.step(T1)
+    *_, info = roomy.step(act("m", "answer", "Bo Moss"))
+    assert info["context_overflow"] is False and info["score"] == 1
+    plain = toy_env()
+    plain.reset(options={"index": 0})
+    plain.step(T1)
+    assert "context_overflow" not in plain.step(act("m", "answer", "Bo Moss"))[-1]
+    with pytest.raises(ValueError, match="longer than max_context_tokens"):
+        toy_env(tokenizer=tok, max_context_tokens=first - 1).reset(options={"index": 0})
+    with pytest.raises(ValueError, match="needs a tokenizer"):
+        toy_env(max_context_tokens=100)
 
 
 def test_invalid_turn_gets_a_correction_and_fails_the_gate():
