@@ -40,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from transformers import AutoConfig
+
 from algorithms.mempo import Config, load_checkpoint, train
 from algorithms.sft import default_warmup
 from benchmarks.report import BenchmarkError, load_run
@@ -58,6 +60,10 @@ QUICK = {"seeds": (0,), "steps": 10, "episodes": 10, "objectives": (1, 2, 6, 10)
 PER_ARM = ("algo", "context", "seed", "policy", "run_dir", "resume", "eval_episodes")
 # Evaluate with the prompt the learner trains with (its env's default).
 TRAIN_PROMPT = inspect.signature(MemSearchQAEnv).parameters["prompt"].default
+# Generation budget per evaluation turn: a memory that carries every answer grows with the horizon
+# (the oracle's longest turn at 10 objectives is 203 of the tiny policy's tokens); the learner's own
+# budget (Config.max_new_tokens) is sized for its 2-objective training episodes.
+EVAL_MAX_NEW_TOKENS = 256
 COMPARISON = "comparison.json"
 HEADING = "## Learner comparison"
 MARK = "<!-- benchmarks.learners: generated"  # the block write_results_section replaces
@@ -130,12 +136,15 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
         raise BenchmarkError(f"{max(objectives)} objectives but {task.name} has {len(task.questions)} questions")
 
     warmup = Path(warmup) if warmup else default_warmup(base.task_seed, base.hops)
+    # A prompt past the policy's window ends its episode unanswered, as an engine would refuse it.
+    max_context = AutoConfig.from_pretrained(warmup).max_position_embeddings - EVAL_MAX_NEW_TOKENS
     configs = arm_configs(out, seeds, warmup, base)
     for cfg in configs.values():  # before any training: a mismatch found late would waste hours
         check_run(cfg)
     previous = json.loads((out / COMPARISON).read_text()) if (out / COMPARISON).exists() else {}
     info = {"settings": {"seeds": seeds, "episodes": episodes, "objectives": objectives, "split": split,
                          "task": task.name, "long_from": long_from, "warmup": str(warmup), "prompt": TRAIN_PROMPT,
+                         "max_new_tokens": EVAL_MAX_NEW_TOKENS, "max_context_tokens": max_context,
                          "learner": dataclasses.asdict(base)},
             "command": command or "benchmarks.learners.compare (library call)",
             "wall_s": previous.get("wall_s", 0.0), "machine": machine(), "commit": commit()}
@@ -143,14 +152,14 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
 
     checkpoints = {label: trained_checkpoint(cfg) for label, cfg in configs.items()}
-    spec = f"hf:{{}}#max_new_tokens={base.max_new_tokens}"
+    spec = f"hf:{{}}#max_new_tokens={EVAL_MAX_NEW_TOKENS}"
     for context in ("memory", "full"):
         agents = {label: spec.format(ckpt) for label, ckpt in checkpoints.items() if configs[label].context == context}
         if context == "memory":  # the warm-up was trained on the memory view
             agents = {WARMUP: spec.format(warmup), **agents}
         evaluate(agents, out_dir=out / f"eval-{context}", dataset=task, objectives=objectives, contexts=[context],
                  episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
-                 plots=False, verbose=verbose)
+                 max_context_tokens=max_context, plots=False, verbose=verbose)
 
     info["wall_s"] += time.perf_counter() - start
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
@@ -290,7 +299,10 @@ def describe(settings: dict[str, Any]) -> str:
             f"(`benchmarks.run.evaluate`): {settings['episodes']} greedy episodes per policy and horizon on "
             f"`{settings['task']}`, training seeds {', '.join(map(str, settings['seeds']))}, prompt "
             f"`{settings['prompt']}`, turn budget max({c['max_turns']}, 4 × objectives); the warm-up, mempo and "
-            f"grpo in the memory view, grpo-full in the full context; TT in the policy's tokens.")
+            f"grpo in the memory view, grpo-full in the full context; up to "
+            f"{settings.get('max_new_tokens', c['max_new_tokens'])} new tokens per turn; an episode whose next "
+            f"prompt exceeds {settings.get('max_context_tokens') or 'the window'} tokens ends unanswered (the "
+            f"policy's window less that budget); TT in the policy's tokens.")
 
 
 def report(out_dir: str | Path) -> dict[str, Any]:

@@ -27,6 +27,7 @@ def smoke(out: Path, warmup: Path, **learner) -> dict:
 @pytest.mark.slow
 def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, monkeypatch):
     out = tmp_path / "learners"
+    monkeypatch.setattr(learners, "EVAL_MAX_NEW_TOKENS", 16)  # an untrained policy writes until the budget
     result = smoke(out, policy_dir)
 
     runs = sorted((out / "runs").iterdir())
@@ -42,7 +43,9 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     full = [json.loads(x) for x in (out / "eval-full/episodes.jsonl").read_text().splitlines()]
     assert {r["agent"] for r in memory} == {"warm-up", "mempo-s0", "grpo-s0"} and len(memory) == 3 * 2 * 2
     assert {r["agent"] for r in full} == {"grpo-full-s0"} and {r["context"] for r in full} == {"full"}
-    assert all("total_tokens" in r for r in memory + full)  # TT in the policy's tokens
+    assert all("total_tokens" in r and "context_overflow" in r for r in memory + full)  # TT in the policy's tokens
+    settings = json.loads((out / "comparison.json").read_text())["settings"]
+    assert (settings["max_new_tokens"], settings["max_context_tokens"]) == (16, 4096 - 16)  # the policy's window
 
     report = (out / "report.md").read_text()
     for title in ("### (a)", "### (b)", "### (c)"):
