@@ -292,6 +292,9 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
 def describe(settings: dict[str, Any]) -> str:
     """The budget and the evaluation in words, from the recorded settings."""
     c = settings["learner"]
+    limit = settings.get("max_context_tokens")  # absent from comparisons made before the limit existed
+    window = (f"an episode whose next prompt exceeds {limit} tokens ends unanswered (the policy's window less "
+              f"that budget)" if limit else "no context limit")
     return (f"Learners (`algorithms.mempo.Config`, the same for every arm): steps × question groups × rollouts "
             f"= {c['steps']} × {c['questions_per_step']} × {c['group_size']}, lr {c['lr']}, "
             f"{c['objectives']}-objective training episodes of {c['hops']}-hop questions (world {c['task_seed']}), "
@@ -300,9 +303,8 @@ def describe(settings: dict[str, Any]) -> str:
             f"`{settings['task']}`, training seeds {', '.join(map(str, settings['seeds']))}, prompt "
             f"`{settings['prompt']}`, turn budget max({c['max_turns']}, 4 × objectives); the warm-up, mempo and "
             f"grpo in the memory view, grpo-full in the full context; up to "
-            f"{settings.get('max_new_tokens', c['max_new_tokens'])} new tokens per turn; an episode whose next "
-            f"prompt exceeds {settings.get('max_context_tokens') or 'the window'} tokens ends unanswered (the "
-            f"policy's window less that budget); TT in the policy's tokens.")
+            f"{settings.get('max_new_tokens', c['max_new_tokens'])} new tokens per turn; {window}; TT in the "
+            f"policy's tokens.")
 
 
 def report(out_dir: str | Path) -> dict[str, Any]:

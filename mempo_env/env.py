@@ -131,6 +131,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
             "objectives": self._objectives,
         }
         if self._overflows():
+            self._done = True
             raise ValueError(f"the first observation is longer than max_context_tokens={self.max_context_tokens}")
         return self._view(), info
 

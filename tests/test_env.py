@@ -172,8 +172,11 @@ def test_context_overflow_ends_the_episode_unanswered():
     plain.reset(options={"index": 0})
     plain.step(T1)
     assert "context_overflow" not in plain.step(act("m", "answer", "Bo Moss"))[-1]
+    tight = toy_env(tokenizer=tok, max_context_tokens=first - 1)
     with pytest.raises(ValueError, match="longer than max_context_tokens"):
-        toy_env(tokenizer=tok, max_context_tokens=first - 1).reset(options={"index": 0})
+        tight.reset(options={"index": 0})
+    with pytest.raises(RuntimeError, match="reset"):  # no episode was started
+        tight.step(T1)
     with pytest.raises(ValueError, match="needs a tokenizer"):
         toy_env(max_context_tokens=100)
 
