@@ -214,10 +214,10 @@ def evaluate(
         raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
     if not contexts or not set(contexts) <= set(CONTEXTS) or len(set(contexts)) < len(contexts):
         raise BenchmarkError(f"contexts must be distinct values of {CONTEXTS}, got {contexts}")
-    if max_context_tokens is not None and tokenizer is None:
-        raise BenchmarkError("max_context_tokens counts the tokenizer's tokens: give a tokenizer too")
-    for name, value in (("episodes", episodes), ("batch_size", batch_size), ("max_turns", max_turns),
-                        ("max_context_tokens", max_context_tokens or 1)):
+    if max_context_tokens is not None and (tokenizer is None or max_context_tokens < 1):
+        raise BenchmarkError(f"max_context_tokens must be at least 1 and counts the tokenizer's tokens: give a "
+                             f"tokenizer too (got {max_context_tokens}, tokenizer {tokenizer!r})")
+    for name, value in (("episodes", episodes), ("batch_size", batch_size), ("max_turns", max_turns)):
         if value < 1:
             raise BenchmarkError(f"{name} must be at least 1, got {value}")
     try:

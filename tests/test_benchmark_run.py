@@ -158,6 +158,8 @@ def test_context_limit_ends_long_full_context_episodes(tmp_path, policy_dir):
     assert "overflow %" in (tmp_path / "table.md").read_text()
     with pytest.raises(BenchmarkError, match="give a tokenizer"):
         evaluate(["oracle"], out_dir=tmp_path / "b", max_context_tokens=1500, verbose=False)
+    with pytest.raises(BenchmarkError, match="at least 1"):  # 0 was let through to the environment
+        evaluate(["oracle"], out_dir=tmp_path / "c", tokenizer=str(policy_dir), max_context_tokens=0, verbose=False)
 
 
 @needs_shared
