@@ -176,6 +176,14 @@ GOOD = {"question": "Q?", "golden_answers": ["A"]}
             {"question": "Q?", "golden_answers": ["A"], "supporting_titles": []},
             "'supporting_titles' must be a non-empty list",
         ),
+        (
+            {k: v for k, v in HOTPOT_ROW.items() if k not in ("id", "supporting_facts")},
+            "'context' but no 'supporting_facts'",
+        ),
+        (
+            {k: v for k, v in MUSIQUE_ROW.items() if k not in ("id", "question_decomposition")},
+            "'paragraphs' but no 'question_decomposition'",
+        ),
     ],
 )
 def test_malformed_question_row_names_file_and_row(tmp_path: Path, bad: Any, message: str) -> None:
@@ -191,6 +199,25 @@ def test_bad_json_in_json_list_names_the_line(tmp_path: Path) -> None:
     path.write_text('[\n{"question": "Q?", "golden_answers": ["A"]},\n{"question": \n]')
     with pytest.raises(DataError, match=re.escape(f"{path} line 4: invalid JSON")):
         load_questions(path)
+
+
+def test_non_utf8_bytes_name_the_file_and_row(tmp_path: Path) -> None:
+    good = json.dumps({"id": "a", **GOOD}).encode() + b"\n"
+    bad = b'{"id": "q", "question": "caf\xe9", "golden_answers": ["x"]}\n'
+    questions = tmp_path / "q.jsonl"
+    questions.write_bytes(good + bad)
+    offset = (good + bad).index(b"\xe9")
+    with pytest.raises(DataError, match=re.escape(f"{questions} row 2: not UTF-8 (byte 0xe9 at file offset {offset})")):
+        load_questions(questions)
+    as_json = tmp_path / "q.json"
+    as_json.write_bytes(b"[\n" + good[:-1] + b",\n" + bad + b"]")
+    with pytest.raises(DataError, match=re.escape(f"{as_json} line 3: not UTF-8 (byte 0xe9 at file offset {offset + 3})")):
+        load_questions(as_json)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(b'{"id": "d1", "title": "T", "text": "x"}\n{"id": "d2", "title": "\xff", "text": "y"}\n')
+    with raises_at(corpus, 2) as info:
+        load_corpus(corpus)
+    assert "not UTF-8 (byte 0xff" in str(info.value)
 
 
 # --------------------------------------------------------------------------- Search-R1 parquet

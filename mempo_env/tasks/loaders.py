@@ -92,9 +92,24 @@ def _rows(path: Path, limit: int | None) -> Iterator[tuple[int, dict[str, Any]]]
             return
 
 
+def _utf8(data: bytes, path: Path, row: int | None = None, offset: int = 0) -> str:
+    """Decode a JSONL ``row`` found at byte ``offset`` of ``path``, or (``row`` None) the whole file.
+    A non-UTF-8 byte is reported with its row (else its line) and its offset in the file."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        where = f"row {row}" if row is not None else f"line {line}"
+        byte = f"0x{data[e.start]:02x}"
+        raise DataError(f"{path} {where}: not UTF-8 (byte {byte} at file offset {offset + e.start})") from None
+
+
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+    with path.open("rb") as f:
+        offset = 0
+        for n, raw in enumerate(f, 1):
+            line = _utf8(raw, path, n, offset)
+            offset += len(raw)
             if not line.strip():
                 continue
             try:
@@ -105,8 +120,9 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
     """A JSON list of objects; JSON Lines saved as ``.json`` (common in QA repos) falls back to JSONL."""
+    text = _utf8(path.read_bytes(), path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         if e.msg == "Extra data":
             yield from _jsonl_rows(path)
@@ -316,6 +332,9 @@ def _parse_row(path: Path, n: int, row: dict[str, Any], source: str | None) -> _
             raise DataError(f"{where}: 'supporting_titles' must be a non-empty list of strings")
         gold = [_Gold(t, None, None) for t in dict.fromkeys(titles)]
         meta["supporting_titles"] = list(dict.fromkeys(titles))
+    elif "context" in row or "paragraphs" in row:  # native paragraphs, but nothing says which ones are gold
+        key, need = ("context", "supporting_facts") if "context" in row else ("paragraphs", "question_decomposition")
+        raise DataError(f"{where}: has {key!r} but no {need!r}; native rows need both")
     if gold:  # the last hop completes the question: its answer is the canonical one
         gold[-1] = replace(gold[-1], answer=answers[0])
     data_source = row.get("data_source")
