@@ -87,6 +87,14 @@ def test_bm25_query_without_indexable_terms_matches_nothing(bm25: BM25Retriever)
     assert bm25.search([], topk=3) == []
 
 
+@pytest.mark.parametrize("texts", [["", " "], ["The", "of the ... is"]])
+def test_bm25_refuses_a_corpus_without_searchable_words(tmp_path: Path, texts: list[str]) -> None:
+    corpus = [Document(str(i), "", t) for i, t in enumerate(texts)]
+    with pytest.raises(ValueError, match="none of the 2 documents has a searchable word"):
+        BM25Retriever(corpus, cache_dir=tmp_path)
+    assert not (tmp_path / "bm25").exists()  # nothing cached
+
+
 def test_bm25_topk_larger_than_corpus_returns_every_match(bm25: BM25Retriever) -> None:
     (hits,) = bm25.search(["largest capital city river mountain language tragedy"], topk=100)
     assert sorted(ids(hits)) == ["d1", "d2", "d3", "d4", "d5", "d6"]

@@ -46,7 +46,13 @@ def _tokenize(texts: list[str], return_ids: bool) -> bm25s.tokenization.Tokenize
 
 
 def _build_index(corpus: Sequence[Document], k1: float, b: float) -> bm25s.BM25:
+    """The index; a corpus without one searchable word is refused, as every search would come back empty."""
     tokens = _tokenize([f"{d.title} {d.text}" for d in corpus], return_ids=True)
+    if not tokens.vocab:
+        raise ValueError(
+            f"none of the {len(corpus)} documents has a searchable word (their titles and texts hold only "
+            "English stopwords, punctuation or single characters, or nothing): every search would return nothing"
+        )
     index = bm25s.BM25(k1=k1, b=b, method=_METHOD)
     index.index(tokens, create_empty_token=False, show_progress=False)
     return index
