@@ -41,7 +41,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         dataset: str | Path | QATask | None = None,
         *,
         corpus: str | Path | None = None,
-        split: str = "train",
+        split: str | None = None,
         task_seed: int = 0,
         retriever: str | Retriever | None = None,
         cache_dir: str | Path | None = "default",
@@ -62,7 +62,10 @@ class MemSearchQAEnv(gym.Env[list, str]):
             dataset: ``None`` for the generated task, a name from ``mempo_env.tasks.loaders.SHARED_SETS``,
                 a question file (JSONL/JSON/parquet), or a ``QATask``.
             corpus: the corpus file for a question file without native context paragraphs.
-            split, task_seed: which split and which world of the generated task.
+            split: the dataset's split: ``"train"`` (default) or ``"test"`` of the generated task, a shared
+                set's split (``mempo_env.tasks.loaders.SPLITS``; default the named file); a question file or
+                a ``QATask`` is one split. A split the dataset lacks raises ``ValueError``.
+            task_seed: which world of the generated task.
             retriever: ``None`` for in-process BM25 over the corpus, a Search-R1 ``/retrieve`` URL, or
                 any object with ``search(queries, topk)``.
             cache_dir: where the BM25 index is cached; ``"default"`` uses ``$MEMPO_CACHE_DIR`` or

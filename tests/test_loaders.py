@@ -24,6 +24,8 @@ from mempo_env.tasks.loaders import (
     load_shared,
     load_task,
 )
+from mempo_env.env import MemSearchQAEnv
+from mempo_env.tasks import resolve_task
 from mempo_env.types import Document
 
 
@@ -449,6 +451,81 @@ def test_data_dir_and_missing_shared_data(tmp_path: Path, monkeypatch: pytest.Mo
         load_shared("musique")
     with pytest.raises(ValueError, match="unknown shared set 'nope'; known: hotpotqa"):
         load_shared("nope")
+
+
+@pytest.fixture
+def shared_hotpot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data folder holding HotpotQA's two splits (one question each) and their corpus."""
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    dev, train = SHARED_SETS["hotpotqa"][0], SHARED_SETS["hotpotqa-train100"][0]
+    write_jsonl(tmp_path / dev, [{**HOTPOT_ROW, "id": "from-dev"}])
+    write_jsonl(tmp_path / train, [{**HOTPOT_ROW, "id": "from-train"}])
+    docs = corpus_from_contexts(tmp_path / dev)
+    write_jsonl(tmp_path / SHARED_SETS["hotpotqa"][1], [{"id": d.id, "title": d.title, "text": d.text} for d in docs])
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("name", "split", "expected"),
+    [
+        ("hotpotqa", None, ("hotpotqa", "from-dev")),
+        ("hotpotqa", "dev", ("hotpotqa", "from-dev")),
+        ("hotpotqa", "train100", ("hotpotqa-train100", "from-train")),
+        ("hotpotqa-train100", None, ("hotpotqa-train100", "from-train")),
+        ("hotpotqa-train100", "train100", ("hotpotqa-train100", "from-train")),
+    ],
+)
+def test_shared_set_splits(shared_hotpot: Path, name: str, split: str | None, expected: tuple[str, str]) -> None:
+    task = resolve_task(name, split=split)
+    assert (task.name, *[q.id for q in task.questions]) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "split", "message"),
+    [
+        ("hotpotqa", "bogus", "dataset 'hotpotqa' has no split 'bogus'; its splits: dev, train100"),
+        ("hotpotqa", "test", "dataset 'hotpotqa' has no split 'test'; its splits: dev, train100"),
+        ("hotpotqa-train100", "dev", "dataset 'hotpotqa-train100' has no split 'dev'; its splits: train100"),
+        ("2wiki", "train100", "dataset '2wiki' has no split 'train100'; its splits: dev"),
+        ("generated", "dev", "split must be 'train' or 'test', not 'dev'"),
+    ],
+)
+def test_a_split_the_dataset_lacks_is_refused(shared_hotpot: Path, name: str, split: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resolve_task(name, split=split)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        MemSearchQAEnv(name, split=split)
+
+
+def test_generated_split_defaults_to_train() -> None:
+    assert resolve_task(None).name.endswith("/train")
+    assert resolve_task("generated", split="test").name.endswith("/test")
+    assert MemSearchQAEnv().task.name.endswith("/train")
+
+
+def test_a_question_file_or_a_ready_task_is_one_split(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "q.jsonl", [HOTPOT_ROW])
+    task = resolve_task(path)
+    assert [q.id for q in task.questions] == ["h1"] and resolve_task(task) is task
+    with pytest.raises(ValueError, match=re.escape(f"the question file {path} has no split 'test'")):
+        resolve_task(path, split="test")
+    with pytest.raises(ValueError, match=re.escape("the QATask 'q' has no split 'dev'")):
+        resolve_task(task, split="dev")
+
+
+def test_a_shared_set_over_another_corpus(shared_hotpot: Path, tmp_path: Path) -> None:
+    corpus = write_jsonl(tmp_path / "mine.jsonl", [{"id": "x", "title": "Neil Peart", "text": "A drummer."}])
+    task = resolve_task("hotpotqa", corpus=corpus, split="train100")
+    assert [q.id for q in task.questions] == ["from-train"] and [d.id for d in task.corpus] == ["x"]
+
+
+@pytest.mark.parametrize("dataset", ["hotpot", "missing/questions.jsonl"])
+def test_unknown_dataset_lists_the_known_names(tmp_path: Path, dataset: str) -> None:
+    message = f"unknown dataset '{dataset}': neither a file nor a known name (generated, hotpotqa, hotpotqa-train100, "
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resolve_task(dataset)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resolve_task(dataset, corpus=write_jsonl(tmp_path / "c.jsonl", [{"id": "x", "title": "T", "text": "y"}]))
 
 
 # --------------------------------------------------------------------------- the shared data

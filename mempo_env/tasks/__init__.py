@@ -12,20 +12,30 @@ def resolve_task(
     dataset: str | Path | QATask | None = None,
     *,
     corpus: str | Path | None = None,
-    split: str = "train",
+    split: str | None = None,
     seed: int = 0,
 ) -> QATask:
-    """``None``/``"generated"``: the generated task's ``split``; a name from ``SHARED_SETS``; a
-    question file (with ``corpus``, or with native contexts that form one); or a ready ``QATask``."""
-    if isinstance(dataset, QATask):
-        return dataset
+    """``None``/``"generated"``: the generated task's ``split`` (default ``"train"``); a name from
+    ``SHARED_SETS``: its ``split`` (see ``SPLITS``; default the named file), over ``corpus`` if given;
+    a question file (with ``corpus``, or with native contexts that form one); or a ready ``QATask``.
+    A file or a ``QATask`` is one split. A split the dataset lacks raises ``ValueError`` naming its splits."""
     if dataset is None or dataset == "generated":
-        return make_generated_task(split, seed=seed)
+        return make_generated_task("train" if split is None else split, seed=seed)
     from mempo_env.tasks.loaders import SHARED_SETS, load_shared, load_task  # pulls in pyarrow: lazily
 
-    if corpus is None and dataset in SHARED_SETS:
-        return load_shared(str(dataset))
-    return load_task(dataset, corpus)
+    if isinstance(dataset, str) and dataset in SHARED_SETS:
+        return load_shared(dataset, split=split, corpus=corpus)
+    if isinstance(dataset, QATask):
+        what = f"the QATask {dataset.name!r}"
+    elif Path(dataset).is_file():
+        what = f"the question file {dataset}"
+    else:
+        raise ValueError(
+            f"unknown dataset {str(dataset)!r}: neither a file nor a known name (generated, {', '.join(SHARED_SETS)})"
+        )
+    if split is not None:
+        raise ValueError(f"{what} has no split {split!r}; only the generated task and the shared sets have splits")
+    return dataset if isinstance(dataset, QATask) else load_task(dataset, corpus)
 
 
 __all__ = ["make_generated_task", "resolve_task"]

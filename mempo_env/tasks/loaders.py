@@ -52,6 +52,15 @@ SHARED_SETS: dict[str, tuple[str, str | None]] = {
     "musique-train100": ("musique_train100_with_context.jsonl", "corpus_musique.jsonl"),
 }
 
+# The splits each set offers: split -> the SHARED_SETS entry holding it. A name alone (split None)
+# is that entry; "hotpotqa-train100" is "hotpotqa" with split "train100" and offers only that split.
+SPLITS: dict[str, dict[str, str]] = {
+    "hotpotqa": {"dev": "hotpotqa", "train100": "hotpotqa-train100"},
+    "2wiki": {"dev": "2wiki"},
+    "2wiki-hipporag": {"dev": "2wiki-hipporag"},
+    "musique": {"dev": "musique", "train100": "musique-train100"},
+}
+
 
 class DataError(ValueError):
     """A data file or one of its rows is malformed. Messages name the file and the 1-based row."""
@@ -475,10 +484,25 @@ def load_task(
     return QATask(name=name or Path(questions).stem, questions=[p.record for p in parsed], corpus=docs)
 
 
-def load_shared(name: str, *, limit: int | None = None) -> QATask:
-    """A named set from ``SHARED_SETS``, read from ``data_dir()``."""
+def shared_splits(name: str) -> dict[str, str]:
+    """The splits the shared set ``name`` offers, each mapped to the ``SHARED_SETS`` entry holding it."""
+    if name in SPLITS:
+        return SPLITS[name]
+    return {split: entry for splits in SPLITS.values() for split, entry in splits.items() if entry == name}
+
+
+def load_shared(
+    name: str, *, split: str | None = None, corpus: str | Path | None = None, limit: int | None = None
+) -> QATask:
+    """A named set from ``SHARED_SETS``, read from ``data_dir()``: its ``split`` (one of
+    ``shared_splits(name)``; None: the named entry), over its own corpus or the ``corpus`` file given."""
     if name not in SHARED_SETS:
         raise ValueError(f"unknown shared set {name!r}; known: {', '.join(SHARED_SETS)}")
+    if split is not None:
+        splits = shared_splits(name)
+        if split not in splits:
+            raise ValueError(f"dataset {name!r} has no split {split!r}; its splits: {', '.join(splits)}")
+        name = splits[split]
     root = data_dir()
     if not root.is_dir():
         raise FileNotFoundError(
@@ -486,8 +510,8 @@ def load_shared(name: str, *, limit: int | None = None) -> QATask:
         )
     question_file, corpus_file = SHARED_SETS[name]
     questions = root / question_file
-    corpus = root / corpus_file if corpus_file else None
-    for p in (questions, corpus):
+    own_corpus = root / corpus_file if corpus is None and corpus_file is not None else None
+    for p in (questions, own_corpus):
         if p is not None and not p.is_file():
             raise FileNotFoundError(f"{p} not found (shared set {name!r}; data folder from {DATA_DIR_ENV})")
-    return load_task(questions, corpus, name=name, limit=limit)
+    return load_task(questions, own_corpus or corpus, name=name, limit=limit)
