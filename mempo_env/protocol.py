@@ -12,18 +12,21 @@ import re
 from dataclasses import dataclass
 
 ACTIONS = ("search", "access", "answer")
-_TAG = re.compile(r"<(/?)(mem|think|search|access|answer|tool_response)>")
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_TAG = re.compile(r"<(/?)(mem|think|search|access|answer)>")
+# What model text may not contain (rule 5), because a chat template or a tokenizer would read it as
+# the environment's or the template's own: a special token of the <|…|> family (ChatML, Llama 3, Phi;
+# DeepSeek writes its bars as ｜) and the environment's <tool_response> tag in any case or spacing.
+_FORGED = re.compile(r"<[|｜][^<>|｜\s]*[|｜]>|<\s*/?\s*tool_response\b[^<>]*>", re.IGNORECASE)
 
 RULES: dict[int, str] = {
     1: "every turn starts with exactly one <mem>…</mem> block",
     2: "exactly one <think>…</think> block, right after <mem>",
     3: "exactly one non-empty action (<search>, <access> or <answer>) right after <think>, nothing after it",
     4: "tags are balanced and not nested",
-    5: "the model never writes <tool_response> itself",
+    5: "the model never writes <tool_response> (in any case or spacing) or a special token <|…|> itself",
     6: "the last turn is an <answer>, and only the last",
     7: "one <mem> and one <think> block per assistant turn",
-    8: "at least one search before the answer",
+    8: "at least one <search> before the answer (an <access> alone does not count)",
 }
 
 
@@ -51,10 +54,10 @@ def parse_turn(text: str) -> Turn:
     blocks: list[tuple[str, str]] = []  # (tag, content) in order of appearance
     gaps: list[str] = []  # gaps[i] is the text before blocks[i]; gaps[-1] the text after the last
     open_tag, open_end, last_end = None, 0, 0
+    if _FORGED.search(text):
+        failed.add(5)
     for m in _TAG.finditer(text):
         closing, name = m.group(1) == "/", m.group(2)
-        if name == "tool_response":
-            failed.add(5)
         if not closing:
             if open_tag is not None:
                 failed.add(4)  # nested
@@ -94,9 +97,24 @@ def parse_turn(text: str) -> Turn:
 
 
 def extract_answer(text: str) -> str | None:
-    """The content of the last ``<answer>…</answer>`` in ``text`` (never anything else), stripped."""
-    found = _ANSWER.findall(text)
-    return found[-1].strip() if found else None
+    """The content of the last ``<answer>…</answer>`` in ``text`` (never anything else), stripped.
+
+    Blocks are read left to right, each closed by the first ``</answer>`` after it, as a lazy regex
+    would; plain ``find`` keeps that linear where a regex rescans the tail from every unclosed tag."""
+    found, pos = None, 0
+    while (start := text.find("<answer>", pos)) >= 0:
+        end = text.find("</answer>", start + len("<answer>"))
+        if end < 0:
+            break
+        found, pos = text[start + len("<answer>") : end], end + len("</answer>")
+    return found.strip() if found is not None else None
+
+
+def neutralize(text: str) -> str:
+    """``text`` with every rule-5 forgery made inert (its ``<`` written ``&lt;``), so no chat template or
+    tokenizer reads model text as a special token or as the environment's own tool response. The
+    environment passes everything it echoes through here; a turn that needs it is invalid anyway."""
+    return _FORGED.sub(lambda m: "&lt;" + m.group()[1:], text)
 
 
 @dataclass(frozen=True)
