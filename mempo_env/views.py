@@ -17,21 +17,25 @@ def full_view(messages: list[Message]) -> list[Message]:
     return [dict(m) for m in messages]
 
 
+def _head(messages: list[Message]) -> int:
+    """How many leading messages every view keeps: the system message, when there is one, and the question."""
+    return 2 if messages and messages[0]["role"] == "system" else 1
+
+
 def prepare_prompt(messages: list[Message]) -> list[Message]:
-    """Memory-forcing view: system + question + the previous assistant turn + the newest tool reply.
+    """Memory-forcing view: [system +] question + the previous assistant turn + the newest tool reply.
 
     Everything older is dropped, so whatever the policy did not carry in its last ``<mem>`` is gone.
     """
-    head = [dict(m) for m in messages[:2]]
-    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
-    if last is None:
-        return head
-    return head + [dict(m) for m in messages[last : last + 2]]
+    n = _head(messages)
+    last = max((i for i in range(n, len(messages)) if messages[i]["role"] == "assistant"), default=None)
+    kept = messages[:n] if last is None else messages[:n] + messages[last : last + 2]
+    return [dict(m) for m in kept]
 
 
 def mem_context(messages: list[Message], mem: str) -> list[Message]:
-    """System + question + this turn's memory only: the context the memory reward scores (spec 8)."""
-    return [dict(m) for m in messages[:2]] + [{"role": "assistant", "content": f"<mem>{mem}</mem>"}]
+    """[System +] question + this turn's memory only: the context the memory reward scores (spec 8)."""
+    return [dict(m) for m in messages[: _head(messages)]] + [{"role": "assistant", "content": f"<mem>{mem}</mem>"}]
 
 
 def render_prompt(messages: list[Message], tokenizer: Any, *, continue_final: bool = False) -> str:

@@ -314,3 +314,17 @@ def test_token_costs_use_the_chat_template():
     *_, info = env.step(final)
     tokens = [len(tok.apply_chat_template(o).split()) + len(a.split()) for o, a in ((obs0, T1), (obs1, final))]
     assert (info["total_tokens"], info["peak_tokens"]) == (sum(tokens), max(tokens))
+
+
+@pytest.mark.parametrize("system", [True, False])
+def test_views_with_and_without_a_system_message(system):
+    from mempo_env.views import mem_context, prepare_prompt
+
+    head = [{"role": "system", "content": "S"}] * system + [{"role": "user", "content": "Q"}]
+    a1, r1 = {"role": "assistant", "content": "A1"}, {"role": "user", "content": "R1"}
+    a2, r2 = {"role": "assistant", "content": "A2"}, {"role": "user", "content": "R2"}
+    assert prepare_prompt(head) == head
+    assert prepare_prompt(head + [a1]) == head + [a1]
+    assert prepare_prompt(head + [a1, r1]) == head + [a1, r1]
+    assert prepare_prompt(head + [a1, r1, a2, r2]) == head + [a2, r2]
+    assert mem_context(head + [a1, r1], "m") == head + [{"role": "assistant", "content": "<mem>m</mem>"}]
