@@ -44,6 +44,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         split: str | None = None,
         task_seed: int = 0,
         retriever: str | Retriever | None = None,
+        retriever_options: dict[str, Any] | None = None,
         cache_dir: str | Path | None = "default",
         context: str = "memory",
         prompt: str = "train",
@@ -68,6 +69,9 @@ class MemSearchQAEnv(gym.Env[list, str]):
             task_seed: which world of the generated task.
             retriever: ``None`` for in-process BM25 over the corpus, a Search-R1 ``/retrieve`` URL, or
                 any object with ``search(queries, topk)``.
+            retriever_options: keyword arguments for the retriever built from ``retriever``: for a URL
+                ``timeout`` (seconds, or (connect, read)), ``attempts``, ``backoff``, ``max_wait`` (the longest
+                pause between tries) and ``pool_size`` (``RemoteRetriever``); for BM25 ``k1`` and ``b``.
             cache_dir: where the BM25 index is cached; ``"default"`` uses ``$MEMPO_CACHE_DIR`` or
                 ``~/.cache/mempo_env``, ``None`` disables the cache.
             context: ``"memory"`` (prepare_prompt view) or ``"full"`` (whole history) observations.
@@ -97,7 +101,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self.task = resolve_task(dataset, corpus=corpus, split=split, seed=task_seed)
         if objectives > len(self.task.questions):
             raise ValueError(f"objectives={objectives} exceeds the {len(self.task.questions)} questions")
-        self.retriever = make_retriever(retriever, self.task.corpus, cache_dir=cache_dir)
+        self.retriever = make_retriever(retriever, self.task.corpus, cache_dir=cache_dir, options=retriever_options)
         self.context, self.prompt = context, get_prompt(prompt)
         self.max_turns, self.topk, self.obs_budget, self.objectives = max_turns, topk, obs_budget, objectives
         self.end_on_invalid, self.require_search = end_on_invalid, require_search

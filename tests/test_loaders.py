@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from shared_data import SHARED, needs_shared
 
+from mempo_env.env import MemSearchQAEnv
+from mempo_env.tasks import resolve_task
 from mempo_env.tasks.loaders import (
     DATA_DIR_ENV,
     SHARED_SETS,
@@ -24,8 +26,6 @@ from mempo_env.tasks.loaders import (
     load_shared,
     load_task,
 )
-from mempo_env.env import MemSearchQAEnv
-from mempo_env.tasks import resolve_task
 from mempo_env.types import Document
 
 
@@ -212,8 +212,9 @@ def test_non_utf8_bytes_name_the_file_and_row(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=re.escape(f"{questions} row 2: not UTF-8 (byte 0xe9 at file offset {offset})")):
         load_questions(questions)
     as_json = tmp_path / "q.json"
-    as_json.write_bytes(b"[\n" + good[:-1] + b",\n" + bad + b"]")
-    with pytest.raises(DataError, match=re.escape(f"{as_json} line 3: not UTF-8 (byte 0xe9 at file offset {offset + 3})")):
+    as_json.write_bytes(b"[\n" + good[:-1] + b",\n" + bad + b"]")  # 3 more bytes before the bad one
+    message = f"{as_json} line 3: not UTF-8 (byte 0xe9 at file offset {offset + 3})"
+    with pytest.raises(DataError, match=re.escape(message)):
         load_questions(as_json)
     corpus = tmp_path / "c.jsonl"
     corpus.write_bytes(b'{"id": "d1", "title": "T", "text": "x"}\n{"id": "d2", "title": "\xff", "text": "y"}\n')

@@ -17,11 +17,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
+import gymnasium as gym
 import pytest
 import requests
 
+import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from mempo_env.retrieval import bm25 as bm25_module
+from mempo_env.retrieval import make_retriever
+from mempo_env.retrieval import remote as remote_module
 from mempo_env.retrieval.base import Hit, Retriever, RetrieverError
 from mempo_env.retrieval.bm25 import BM25Retriever
 from mempo_env.retrieval.cache import RecordReplayRetriever
@@ -173,7 +178,8 @@ def test_bm25_interrupted_cache_write_publishes_nothing(tmp_path: Path, monkeypa
 
 # ---------------------------------------------------------------- HTTP helpers
 
-Respond = Callable[[int, dict], tuple[int, bytes]]  # (request number from 1, request body) -> (status, body)
+# (request number from 1, request body) -> (status, body) or (status, body, headers)
+Respond = Callable[[int, dict], tuple[int, bytes] | tuple[int, bytes, dict[str, str]]]
 
 
 @contextmanager
@@ -204,8 +210,10 @@ class FakeServer(ThreadingHTTPServer):
                     n = self.requests
                 body = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))
                 time.sleep(self.delay)
-                status, data = self.respond(n, body)
+                status, data, *headers = self.respond(n, body)
                 handler.send_response(status)
+                for name, value in (headers[0] if headers else {}).items():
+                    handler.send_header(name, value)
                 handler.send_header("Content-Length", str(len(data)))
                 handler.end_headers()
                 handler.wfile.write(data)
@@ -320,6 +328,101 @@ def test_remote_4xx_is_not_retried() -> None:
     with serving(server) as url, fast_client(url) as remote, pytest.raises(RetrieverError, match="422.*bad request"):
         remote.search(["a"], topk=1)
     assert server.requests == 1
+
+
+def answer(*hits: dict) -> Respond:
+    """Every query gets the same hit list."""
+    return lambda n, body: (200, json.dumps({"result": [list(hits) for _ in body["queries"]]}).encode())
+
+
+@pytest.mark.parametrize(
+    ("doc_id", "message"),
+    [
+        (None, "'id' must be a non-empty string or an integer, got None"),
+        ({"a": 1}, "'id' must be a non-empty string or an integer, got {'a': 1}"),
+        (True, "'id' must be a non-empty string or an integer, got True"),
+        ("", "'id' must be a non-empty string or an integer, got ''"),
+    ],
+)
+def test_remote_rejects_a_malformed_document_id(doc_id: object, message: str) -> None:
+    server = FakeServer(answer({"document": {"id": doc_id, "title": "T", "text": "x"}, "score": 1.0}))
+    with serving(server) as url, fast_client(url) as remote, pytest.raises(RetrieverError) as err:
+        remote.search(["q"], topk=3)
+    assert f"retrieval server {url}/retrieve sent a malformed response: document {message}" in str(err.value)
+
+
+def test_remote_rejects_one_id_for_two_documents() -> None:
+    same = {"id": "7", "title": "T", "text": "x"}
+    with serving(FakeServer(answer(same, same))) as url, fast_client(url) as remote:
+        assert ids(remote.search(["q"], topk=3)[0]) == ["7", "7"]  # the same document twice is consistent
+    with serving(FakeServer(answer(same, {**same, "text": "y"}))) as url, fast_client(url) as remote:
+        with pytest.raises(RetrieverError, match="malformed response: document id '7' names two different documents"):
+            remote.search(["q"], topk=3)
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The client's pauses between attempts, recorded instead of slept."""
+    recorded: list[float] = []
+    monkeypatch.setattr(remote_module, "time", SimpleNamespace(sleep=recorded.append))
+    return recorded
+
+
+@pytest.mark.parametrize("retry_after", ["3600", "Wed, 21 Oct 2099 07:28:00 GMT"])
+def test_remote_fails_at_once_when_the_server_asks_for_a_long_wait(sleeps: list[float], retry_after: str) -> None:
+    server = FakeServer(lambda n, _: (503, b"overloaded", {"Retry-After": retry_after}))
+    with serving(server) as url, RemoteRetriever(url, max_wait=5) as remote:
+        with pytest.raises(RetrieverError, match=rf"{url}/retrieve answered HTTP 503 overloaded and asked to wait "
+                                                 r"\d+ s \(Retry-After\), more than max_wait=5 s"):
+            remote.search(["q"], topk=1)
+    assert server.requests == 1 and sleeps == []
+
+
+def test_remote_waits_a_short_retry_after_and_caps_the_backoff(sleeps: list[float]) -> None:
+    def busy(n: int, body: dict) -> tuple[int, bytes] | tuple[int, bytes, dict[str, str]]:
+        if n == 1:
+            return 503, b"busy", {"Retry-After": "2"}
+        return (500, b"boom") if n <= 3 else search_r1_answer(n, body)
+
+    server = FakeServer(busy)
+    with serving(server) as url, RemoteRetriever(url, attempts=4, backoff=10.0, max_wait=3.0) as remote:
+        assert ids(remote.search(["q"], topk=1)[0]) == ["q-0"]
+    assert server.requests == 4 and sleeps == [2.0, 3.0, 3.0]  # backoff 20 s and 40 s capped at max_wait
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"attempts": 0}, "attempts must be an integer >= 1, got 0"),
+        ({"attempts": 2.5}, "attempts must be an integer >= 1, got 2.5"),
+        ({"timeout": "10"}, "timeout must be a positive number of seconds or a (connect, read) pair, got '10'"),
+        ({"timeout": (5, 0)}, "timeout must be a positive number of seconds or a (connect, read) pair, got (5, 0)"),
+        ({"max_wait": -1}, "max_wait must be a number >= 0, got -1"),
+        ({"backoff": "x"}, "backoff must be a number >= 0, got 'x'"),
+    ],
+)
+def test_remote_options_are_validated(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RemoteRetriever("http://127.0.0.1:1", **options)
+
+
+def test_retriever_options_reach_the_client_through_gym_make() -> None:
+    server = FakeServer(lambda n, _: (500, b"boom"))
+    with serving(server) as url:
+        options = {"timeout": [1, 2], "attempts": 2, "backoff": 0.001, "max_wait": 1}
+        env = gym.make("MemSearchQA-v0", retriever=url, retriever_options=options)
+        client = env.unwrapped.retriever
+        assert (client.timeout, client.attempts, client.max_wait) == ((1, 2), 2, 1)
+        env.reset(seed=0)
+        with pytest.raises(RetrieverError, match="failed after 2 attempt"):
+            env.step("<mem>m</mem><think>t</think><search>q</search>")
+    assert server.requests == 2
+    bm25 = make_retriever(None, CORPUS, cache_dir=None, options={"k1": 1.2})
+    assert isinstance(bm25, BM25Retriever)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'timout'"):
+        make_retriever("http://127.0.0.1:1", CORPUS, options={"timout": 3})
+    with pytest.raises(ValueError, match="retriever options apply to a retriever built from None or a URL"):
+        make_retriever(bm25, CORPUS, options={"attempts": 2})
 
 
 # ---------------------------------------------------------------- server
