@@ -269,9 +269,10 @@ def test_remote_accepts_hits_without_scores() -> None:
     assert hit.document == Document("7", "T", "x") and math.isnan(hit.score)
 
 
-def test_remote_retries_5xx_then_succeeds() -> None:
+@pytest.mark.parametrize("status", [503, 429])
+def test_remote_retries_5xx_and_429_then_succeeds(status: int) -> None:
     def flaky(n: int, body: dict) -> tuple[int, bytes]:
-        return (503, b"busy") if n <= 2 else search_r1_answer(n, body)
+        return (status, b"busy") if n <= 2 else search_r1_answer(n, body)
 
     server = FakeServer(flaky)
     with serving(server) as url, fast_client(url) as remote:

@@ -71,7 +71,7 @@ def _parse_response(body: Any, num_queries: int, topk: int) -> list[list[Hit]]:
 def _retry_after(response: requests.Response) -> float | None:
     """The seconds a ``Retry-After`` header asks for (a number or an HTTP date); None when absent or unreadable."""
     value = response.headers.get("Retry-After", "").strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
