@@ -520,6 +520,14 @@ def test_a_shared_set_over_another_corpus(shared_hotpot: Path, tmp_path: Path) -
     assert [q.id for q in task.questions] == ["from-train"] and [d.id for d in task.corpus] == ["x"]
 
 
+def test_a_corpus_is_refused_where_it_would_be_ignored(tmp_path: Path) -> None:
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"id": "x", "title": "T", "text": "y"}])
+    task = resolve_task(write_jsonl(tmp_path / "q.jsonl", [HOTPOT_ROW]))
+    for dataset, what in ((None, "the generated task"), ("generated", "the generated task"), (task, "the QATask 'q'")):
+        with pytest.raises(ValueError, match=re.escape(f"{what} brings its own corpus; corpus={str(corpus)!r}")):
+            resolve_task(dataset, corpus=corpus)
+
+
 @pytest.mark.parametrize("dataset", ["hotpot", "missing/questions.jsonl"])
 def test_unknown_dataset_lists_the_known_names(tmp_path: Path, dataset: str) -> None:
     message = f"unknown dataset '{dataset}': neither a file nor a known name (generated, hotpotqa, hotpotqa-train100, "

@@ -18,8 +18,10 @@ def resolve_task(
     """``None``/``"generated"``: the generated task's ``split`` (default ``"train"``); a name from
     ``SHARED_SETS``: its ``split`` (see ``SPLITS``; default the named file), over ``corpus`` if given;
     a question file (with ``corpus``, or with native contexts that form one); or a ready ``QATask``.
-    A file or a ``QATask`` is one split. A split the dataset lacks raises ``ValueError`` naming its splits."""
+    A file or a ``QATask`` is one split. An argument the dataset cannot use raises ``ValueError``
+    (a split it lacks, naming its splits; a corpus for the generated task or a ``QATask``)."""
     if dataset is None or dataset == "generated":
+        _no_corpus("the generated task", corpus)
         return make_generated_task("train" if split is None else split, seed=seed)
     from mempo_env.tasks.loaders import SHARED_SETS, load_shared, load_task  # pulls in pyarrow: lazily
 
@@ -35,7 +37,15 @@ def resolve_task(
         )
     if split is not None:
         raise ValueError(f"{what} has no split {split!r}; only the generated task and the shared sets have splits")
-    return dataset if isinstance(dataset, QATask) else load_task(dataset, corpus)
+    if isinstance(dataset, QATask):
+        _no_corpus(what, corpus)
+        return dataset
+    return load_task(dataset, corpus)
+
+
+def _no_corpus(what: str, corpus: str | Path | None) -> None:
+    if corpus is not None:
+        raise ValueError(f"{what} brings its own corpus; corpus={str(corpus)!r} would be ignored")
 
 
 __all__ = ["make_generated_task", "resolve_task"]
