@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,20 +28,22 @@ import tyro
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agents.backends import make_backend
+from agents.backends import check_backend_spec, make_backend
 from agents.scripted import ANSWERING
 from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
 from algorithms.batch import AGGREGATIONS, build_samples, collate
+from algorithms.compute import Setting, candidates, fastest, num_threads
 from algorithms.evaluate import evaluate_policy
 from algorithms.loss import ppo_loss, token_logprobs
 from algorithms.memory_reward import answer_probabilities, scored_turns
-from algorithms.rollout import collect_rollouts
+from algorithms.rollout import collect_rollouts, encode
 from algorithms.sft import default_warmup
 from benchmarks.run import load_done
 from benchmarks.summary import markdown_table, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.tasks import make_generated_task
+from mempo_env.views import render_prompt
 
 
 @dataclass
@@ -111,8 +114,24 @@ class Config:
     """steps between checkpoints"""
     eval_episodes: int = 200
     """held-out episodes for the final warm-up vs trained table (0: skip)"""
+    threads: int = 0
+    """torch threads; 0: timed at start-up, 1 against every core, once for generation and once for the
+    update (algorithms/compute.py). The learner computes in fp32 on every CPU: its PPO ratio compares
+    the update's log-probs with the rollout engine's, and bf16 rounding would move that ratio"""
 
     def __post_init__(self) -> None:
+        at_least = {name: 1 for name in ("steps", "objectives", "questions_per_step", "group_size", "max_turns",
+                                         "max_new_tokens", "epochs", "minibatch_size", "microbatch_size",
+                                         "checkpoint_every")} | {"eval_episodes": 0, "threads": 0}
+        for name, low in at_least.items():
+            if getattr(self, name) < low:
+                raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
+        if not 0 < self.top_p <= 1 or self.temperature <= 0 or self.lr <= 0:
+            raise ValueError(f"need 0 < top_p <= 1, temperature > 0 and lr > 0, got {self.top_p}, "
+                             f"{self.temperature}, {self.lr}")
+        check_backend_spec(self.backend)
+        if self.policy and not (Path(self.policy) / "config.json").is_file():
+            raise ValueError(f"policy {self.policy!r} is not a model folder (no config.json in it)")
         if self.algo not in ("mempo", "grpo"):
             raise ValueError(f"algo must be 'mempo' or 'grpo', not {self.algo!r}")
         if self.context not in ("memory", "full"):
@@ -189,6 +208,17 @@ def train(cfg: Config) -> dict[str, Any]:
                            max_turns=cfg.max_turns, tokenizer=tokenizer)
             for _ in range(cfg.questions_per_step * cfg.group_size)]
 
+    # Threads by measurement: the tiny policy's one-token decoding steps and its update can each
+    # prefer one thread or every core, depending on the CPU and on what else runs on it.
+    probe = encode(tokenizer, render_prompt(envs[0].reset(seed=cfg.seed)[0], tokenizer))
+    settings = candidates("fp32", cfg.threads)
+    generation = fastest(lambda _: backend.generate([probe] * cfg.group_size, max_new_tokens=8, seed=0),
+                         settings)[0] if cfg.backend == "hf" else Setting(threads=torch.get_num_threads())
+    ids = torch.tensor([probe] * min(cfg.microbatch_size, 4))
+    update = fastest(lambda _: (model(input_ids=ids).logits.logsumexp(-1).mean().backward(), model.zero_grad()),
+                     settings)[0]
+    print(f"threads: {generation.threads} for generation, {update.threads} for the update (fp32)")
+
     # Metrics lines past the checkpoint belong to steps that will run again: drop them.
     metrics_path = run_dir / "metrics.jsonl"
     kept = [m for m in load_done(metrics_path) if m["step"] <= start]
@@ -198,59 +228,61 @@ def train(cfg: Config) -> dict[str, Any]:
     for step in bar:
         # 3. Rollouts: G episodes per question group, generated in lockstep.
         groups = question_groups(cfg, step, len(task.questions))
-        rollouts = collect_rollouts(backend, envs, groups, max_new_tokens=cfg.max_new_tokens,
-                                    temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed * 100_003 + step,
-                                    include_mem_tags=cfg.mem_include_tags)
-        group_ids = torch.tensor([r.group for r in rollouts])
+        with num_threads(generation.threads):
+            rollouts = collect_rollouts(backend, envs, groups, max_new_tokens=cfg.max_new_tokens,
+                                        temperature=cfg.temperature, top_p=cfg.top_p,
+                                        seed=cfg.seed * 100_003 + step, include_mem_tags=cfg.mem_include_tags)
+        with num_threads(update.threads):  # the scoring pass and the update: long sequences
+            group_ids = torch.tensor([r.group for r in rollouts])
 
-        # 4. Outcome advantage (GRPO): the episode score, normalised within its question group.
-        a_out = grpo_advantages(torch.tensor([r.score for r in rollouts]), group_ids)
+            # 4. Outcome advantage (GRPO): the episode score, normalised within its question group.
+            a_out = grpo_advantages(torch.tensor([r.score for r in rollouts]), group_ids)
 
-        # 5. Memory advantage (MemPO): P(gold | memory) - P(gold | full history), per scored turn,
-        #    normalised over all scored turns of the same question; added to that turn's <mem> tokens.
-        a_mem: dict[tuple[int, int], float] = {}
-        mem_stats: dict[str, float] = {}
-        if cfg.algo == "mempo":
-            pairs = scored_turns(rollouts, first_turn=cfg.mem_first_turn)
-            p_mem, p_full = answer_probabilities(backend, rollouts, pairs, think=cfg.answer_think,
-                                                 prefix=cfg.answer_prefix)
-            if pairs:
-                r_mem = memory_rewards(torch.tensor(p_mem), torch.tensor(p_full))
-                adv = memory_advantages(r_mem, group_ids[[i for i, _ in pairs]])
-                a_mem = {pair: a.item() for pair, a in zip(pairs, adv)}
-                mem_stats = {"p_mem": float(np.mean(p_mem)), "p_full": float(np.mean(p_full)),
-                             "r_mem": r_mem.mean().item()}
+            # 5. Memory advantage (MemPO): P(gold | memory) - P(gold | full history), per scored turn,
+            #    normalised over all scored turns of the same question; added to that turn's <mem> tokens.
+            a_mem: dict[tuple[int, int], float] = {}
+            mem_stats: dict[str, float] = {}
+            if cfg.algo == "mempo":
+                pairs = scored_turns(rollouts, first_turn=cfg.mem_first_turn)
+                p_mem, p_full = answer_probabilities(backend, rollouts, pairs, think=cfg.answer_think,
+                                                     prefix=cfg.answer_prefix)
+                if pairs:
+                    r_mem = memory_rewards(torch.tensor(p_mem), torch.tensor(p_full))
+                    adv = memory_advantages(r_mem, group_ids[[i for i, _ in pairs]])
+                    a_mem = {pair: a.item() for pair, a in zip(pairs, adv)}
+                    mem_stats = {"p_mem": float(np.mean(p_mem)), "p_full": float(np.mean(p_full)),
+                                 "r_mem": r_mem.mean().item()}
 
-        # 6. PPO-clip + KL on the exact generated tokens; prompt and tool tokens are masked out.
-        samples = build_samples(rollouts, a_out.tolist(), a_mem, cfg.context, cfg.agg)
-        batches = [collate(samples[i : i + cfg.microbatch_size], tokenizer.pad_token_id)
-                   for i in range(0, len(samples), cfg.microbatch_size)]
-        with torch.no_grad():
-            for b in batches:
-                b["ref_logp"] = token_logprobs(ref, b["input_ids"], b["attention_mask"], cfg.temperature,
-                                               mask=b["response_mask"])
-        model.train()
-        loss_stats: list[dict[str, float]] = []
-        per_minibatch = max(cfg.minibatch_size // cfg.microbatch_size, 1)
-        for _ in range(cfg.epochs):
-            order = torch.randperm(len(batches)).tolist()
-            for m in range(0, len(order), per_minibatch):
-                chunk = [batches[k] for k in order[m : m + per_minibatch]]
-                chunk_weight = sum(b["loss_weight"].sum() for b in chunk)
-                optimizer.zero_grad()
-                for b in chunk:
-                    logp = token_logprobs(model, b["input_ids"], b["attention_mask"], cfg.temperature,
-                                          mask=b["response_mask"])
-                    adv = token_advantages(b["a_out"], b["a_mem"], b["response_mask"], b["mem_mask"])
-                    loss, stats = ppo_loss(logp, b["old_logp"], b["ref_logp"], adv, b["loss_weight"],
-                                           clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef)
-                    # each micro-batch's weighted mean, weighed by its share: the mini-batch's weighted mean
-                    (loss * b["loss_weight"].sum() / chunk_weight).backward()
-                    loss_stats.append(stats)
-                stats_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-        model.eval()
-        backend.update_weights(model)  # 7. the rollout engine generates with the new weights
+            # 6. PPO-clip + KL on the exact generated tokens; prompt and tool tokens are masked out.
+            samples = build_samples(rollouts, a_out.tolist(), a_mem, cfg.context, cfg.agg)
+            batches = [collate(samples[i : i + cfg.microbatch_size], tokenizer.pad_token_id)
+                       for i in range(0, len(samples), cfg.microbatch_size)]
+            with torch.no_grad():
+                for b in batches:
+                    b["ref_logp"] = token_logprobs(ref, b["input_ids"], b["attention_mask"], cfg.temperature,
+                                                   mask=b["response_mask"])
+            model.train()
+            loss_stats: list[dict[str, float]] = []
+            per_minibatch = max(cfg.minibatch_size // cfg.microbatch_size, 1)
+            for _ in range(cfg.epochs):
+                order = torch.randperm(len(batches)).tolist()
+                for m in range(0, len(order), per_minibatch):
+                    chunk = [batches[k] for k in order[m : m + per_minibatch]]
+                    chunk_weight = sum(b["loss_weight"].sum() for b in chunk)
+                    optimizer.zero_grad()
+                    for b in chunk:
+                        logp = token_logprobs(model, b["input_ids"], b["attention_mask"], cfg.temperature,
+                                              mask=b["response_mask"])
+                        adv = token_advantages(b["a_out"], b["a_mem"], b["response_mask"], b["mem_mask"])
+                        loss, stats = ppo_loss(logp, b["old_logp"], b["ref_logp"], adv, b["loss_weight"],
+                                               clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef)
+                        # each micro-batch's weighted mean, weighed by its share: the mini-batch's weighted mean
+                        (loss * b["loss_weight"].sum() / chunk_weight).backward()
+                        loss_stats.append(stats)
+                    stats_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    optimizer.step()
+            model.eval()
+            backend.update_weights(model)  # 7. the rollout engine generates with the new weights
 
         infos = [r.info for r in rollouts]
         metrics = {
@@ -277,10 +309,11 @@ def train(cfg: Config) -> dict[str, Any]:
     result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps}
     if cfg.eval_episodes:
         test = make_generated_task("test", seed=cfg.task_seed, hops=cfg.hops)
-        infos = {name: evaluate_policy(make_backend("hf", weights, tokenizer), test, episodes=cfg.eval_episodes,
-                                       objectives=cfg.objectives, max_turns=cfg.max_turns,
-                                       max_new_tokens=cfg.max_new_tokens)
-                 for name, weights in (("start", ref), ("trained", model))}
+        with num_threads(generation.threads):
+            infos = {name: evaluate_policy(make_backend("hf", weights, tokenizer), test, episodes=cfg.eval_episodes,
+                                           objectives=cfg.objectives, max_turns=cfg.max_turns,
+                                           max_new_tokens=cfg.max_new_tokens)
+                     for name, weights in (("start", ref), ("trained", model))}
         rows = summarize([{**i, "agent": name, "context": "memory", "objectives": cfg.objectives}
                           for name, episodes in infos.items() for i in episodes])
         result["eval"] = {row["agent"]: row for row in rows}
@@ -295,11 +328,18 @@ def train(cfg: Config) -> dict[str, Any]:
     return result
 
 
-def main(algo: str = "mempo") -> None:
-    cfg = tyro.cli(Config, default=Config(algo=algo), description=__doc__)
-    if cfg.resume:
-        saved = json.loads((Path(cfg.resume) / "config.json").read_text())
-        cfg = Config(**{**saved, "resume": cfg.resume, "run_dir": cfg.resume})
+def main(algo: str = "mempo", argv: list[str] | None = None, description: str = __doc__) -> None:
+    prog = f"python -m algorithms.{algo}"
+    try:
+        cfg = tyro.cli(Config, default=Config(algo=algo), prog=prog, description=description, args=argv)
+        if cfg.resume:
+            saved = Path(cfg.resume) / "config.json"
+            if not saved.is_file():
+                raise ValueError(f"--resume {cfg.resume}: no config.json there (not a run directory)")
+            cfg = Config(**{**json.loads(saved.read_text()), "resume": cfg.resume, "run_dir": cfg.resume})
+    except ValueError as e:  # a bad value: one line, exit 2, as argparse does
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(2)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     train(cfg)
 

@@ -65,8 +65,11 @@ def test_default_warmup_continues_the_reader_with_pointer_memory(monkeypatch, tm
     assert sft.default_warmup(task_seed=3, cache_dir=str(tmp_path)) == tmp_path / "stage2"
     reader, memory = built
     assert reader == SFTConfig(cache_dir=str(tmp_path), task_seed=3)
-    assert memory.base == str(tmp_path / "stage1") and memory.task_seed == 3 and memory.pointer_memory == 0.5
+    assert memory.base == str(sft.warmup_dir(reader)) and memory.task_seed == 3 and memory.pointer_memory == 0.5
     assert max(memory.objectives) > max(reader.objectives) and memory.steps < reader.steps
+    # world 0's is shipped (tests/test_shipped_warmup.py), and built only when asked
+    assert sft.default_warmup(cache_dir=str(tmp_path), build=True) == tmp_path / "stage4"
+    assert [cfg.task_seed for cfg in built] == [3, 3, 0, 0]
 
 
 def metrics(run_dir: Path) -> list[dict]:
@@ -136,3 +139,18 @@ def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
     shutil.copytree(tmp_path / "checkpoint", tmp_path / "checkpoint.old")
     save_checkpoint(tmp_path, model, tokenizer, optimizer, 3)
     assert step() == 3 and not (tmp_path / "checkpoint.old").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--group-size", "0"], "group_size must be >= 1, got 0"),
+    (["--steps", "-1"], "steps must be >= 1, got -1"),
+    (["--backend", "bogus"], "unknown backend 'bogus'"),
+    (["--policy", "/nonexistent"], "policy '/nonexistent' is not a model folder"),
+    (["--resume", "/nonexistent"], "--resume /nonexistent: no config.json there"),
+])
+def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
+    from algorithms.mempo import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main("grpo", args)
+    assert exit_.value.code == 2 and message in " ".join(capsys.readouterr().err.split())

@@ -42,17 +42,24 @@ def make_backend(name: str, model: Any, tokenizer: Any, **options: Any) -> Polic
     The server backends receive the trainer's weights through ``update_weights`` only, so the first
     call below hands them the starting weights.
     """
-    kind, args, spec_options = parse_spec(name)
+    kind, args, spec_options = check_backend_spec(name)
     options = {**spec_options, **options}
-    if kind == "hf" and not args:
+    if kind == "hf":
         return _load("HFBackend")(model, tokenizer, **options)
-    if kind == "vllm" and not args:
+    if kind == "vllm":
         return _load("VLLMBackend").for_model(model, tokenizer, **options)
-    if kind in ("vllm-server", "sglang") and len(args) == 1:
-        cls = _load("VLLMServerBackend" if kind == "vllm-server" else "SGLangBackend")
-        backend = cls(args[0], tokenizer, **options)
-        backend.update_weights(model)
-        return backend
+    cls = _load("VLLMServerBackend" if kind == "vllm-server" else "SGLangBackend")
+    backend = cls(args[0], tokenizer, **options)
+    backend.update_weights(model)
+    return backend
+
+
+def check_backend_spec(name: str) -> tuple[str, list[str], dict[str, Any]]:
+    """``name`` parsed into (kind, arguments, options), or a ValueError naming the known backends:
+    a learner checks its ``--backend`` before it loads anything."""
+    kind, args, options = parse_spec(name)
+    if (kind in ("hf", "vllm") and not args) or (kind in ("vllm-server", "sglang") and len(args) == 1):
+        return kind, args, options
     raise ValueError(f"unknown backend {name!r}; known: {KNOWN}")
 
 
@@ -67,4 +74,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Generation", "HFBackend", "PolicyBackend", "SGLangBackend", "VLLMBackend", "VLLMServerBackend",
-           "make_backend"]
+           "check_backend_spec", "make_backend"]
