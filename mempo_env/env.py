@@ -6,19 +6,23 @@ returns the chat messages the policy conditions on next: the whole history (``co
 the memory-forcing view of ``prepare_prompt`` (``context="memory"``). ``info`` carries both spec
 snapshots (``full_context``, ``mem_context``) at every turn, and the score and token costs at the
 end. Reward: at the final answer, the number of exactly matched sub-answers, 0 unless the whole
-trajectory passes the format gate.
+trajectory passes the format gate. Special-token and tool-tag look-alikes in model text make a turn
+invalid (rule 5) and, like any in a document, reach no message in their original form
+(``protocol.neutralize``), so no chat template renders a forged turn.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from mempo_env.prompts import get_prompt
-from mempo_env.protocol import Turn, check_trajectory, corrective_message, parse_turn
+from mempo_env.protocol import Turn, check_trajectory, corrective_message, neutralize, parse_turn
 from mempo_env.retrieval import Hit, Retriever, make_retriever, render_hits
 from mempo_env.reward import score_answer
 from mempo_env.spaces import ChatMessages, FreeText
@@ -26,9 +30,28 @@ from mempo_env.tasks import resolve_task
 from mempo_env.types import Document, QARecord, QATask
 from mempo_env.views import Message, count_tokens, full_view, mem_context, prepare_prompt
 
+RESET_OPTIONS = ("index", "objectives", "questions")
+
 
 def _clip(text: str, budget: int) -> str:
     return text if len(text) <= budget else text[: max(budget - 3, 0)] + "..."
+
+
+def _integer(name: str, value: Any, minimum: int | None = 1) -> int:
+    """``value`` as a plain int. Python and NumPy integers pass; a bool, a float or a string is refused
+    here rather than failing later in a comparison or silently meaning 0/1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _boolean(name: str, value: Any) -> bool:
+    """``value`` as a plain bool (Python or NumPy); anything else, even 0/1 or "no", is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, not {value!r}")
+    return bool(value)
 
 
 class MemSearchQAEnv(gym.Env[list, str]):
@@ -81,7 +104,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
             obs_budget: characters of one tool response (search results share it equally).
             objectives: questions per episode; answers are ``;``-separated in question order.
             end_on_invalid: end the episode (reward 0) at the first invalid turn instead of correcting.
-            require_search: format rule 8, at least one search before the answer.
+            require_search: format rule 8, at least one ``<search>`` (an ``<access>`` alone does not count)
+                before the answer.
             tokenizer: a Hugging Face tokenizer; when given, token costs (TT, PT) are reported.
             max_context_tokens: the longest observation (in ``tokenizer``'s tokens) the policy can read,
                 e.g. its context window less its generation budget. An episode whose next observation is
@@ -92,12 +116,16 @@ class MemSearchQAEnv(gym.Env[list, str]):
             raise ValueError(f"context must be 'memory' or 'full', not {context!r}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
-        for name, value in (("max_turns", max_turns), ("topk", topk), ("obs_budget", obs_budget),
-                            ("objectives", objectives)):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if max_context_tokens is not None and (tokenizer is None or max_context_tokens < 1):
-            raise ValueError("max_context_tokens needs a tokenizer and must be >= 1")
+        max_turns, topk, obs_budget, objectives = (
+            _integer(name, value) for name, value in
+            (("max_turns", max_turns), ("topk", topk), ("obs_budget", obs_budget), ("objectives", objectives)))
+        task_seed = _integer("task_seed", task_seed, minimum=None)
+        end_on_invalid = _boolean("end_on_invalid", end_on_invalid)
+        require_search = _boolean("require_search", require_search)
+        if max_context_tokens is not None:
+            if tokenizer is None:
+                raise ValueError("max_context_tokens needs a tokenizer")
+            max_context_tokens = _integer("max_context_tokens", max_context_tokens)
         self.task = resolve_task(dataset, corpus=corpus, split=split, seed=task_seed)
         if objectives > len(self.task.questions):
             raise ValueError(f"objectives={objectives} exceeds the {len(self.task.questions)} questions")
@@ -117,8 +145,10 @@ class MemSearchQAEnv(gym.Env[list, str]):
 
     # ---- episode start -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, dict]:
-        """Start an episode. ``options``: ``questions`` (a record/dict or a list of them), or
-        ``index`` (an int: that question and the next ones; or a list of ints), and ``objectives``."""
+        """Start an episode. ``options`` (see ``RESET_OPTIONS``): ``questions`` (a record/dict or a list of
+        them) alone, or ``index`` (an int: that question and the next ones; or a list of ints) and/or
+        ``objectives``. A refused reset leaves no episode open."""
+        self._done = True
         super().reset(seed=seed)
         self._records = self._pick(options or {})
         self._target = self._records[0].answers if len(self._records) == 1 else [r.answers for r in self._records]
@@ -129,6 +159,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self._seen: dict[str, Document] = {}
         self._n_searches = self._n_invalid = 0
         self._cost = {"total_chars": 0, "peak_chars": 0, "total_tokens": 0, "peak_tokens": 0}
+        self._obs_tokens = self._observation_tokens([])
         self._done = False
         self._objectives = [asdict(r) for r in self._records]
         info = {
@@ -143,24 +174,42 @@ class MemSearchQAEnv(gym.Env[list, str]):
         return self._view(), info
 
     def _pick(self, options: dict[str, Any]) -> list[QARecord]:
+        if not isinstance(options, dict):
+            raise TypeError(f"reset options must be a dict, not {type(options).__name__}")
+        unknown = [key for key in options if key not in RESET_OPTIONS]
+        if unknown:
+            raise ValueError(f"unknown reset option {unknown[0]!r}; known: {', '.join(RESET_OPTIONS)}")
         if "questions" in options:
+            extra = [key for key in options if key != "questions"]
+            if extra:
+                raise ValueError(f"reset option 'questions' picks the questions itself; drop {extra[0]!r}")
             given = options["questions"]
             given = given if isinstance(given, list) else [given]
             if not given:
                 raise ValueError("options['questions'] is empty")
             return [self._as_record(q, i) for i, q in enumerate(given)]
-        k = int(options.get("objectives", self.objectives))
         n = len(self.task.questions)
-        if not 1 <= k <= n:
-            raise ValueError(f"objectives must be between 1 and {n}, got {k}")
-        if "index" in options:
-            index = options["index"]
-            indices = [index + j for j in range(k)] if isinstance(index, int) else list(index)
-            bad = [i for i in indices if not 0 <= i < n]
-            if bad:
-                raise IndexError(f"question index {bad[0]} out of range for {n} questions")
-        else:
+        k = _integer("options['objectives']", options.get("objectives", self.objectives))
+        if k > n:
+            raise ValueError(f"options['objectives'] must be at most the {n} questions, got {k}")
+        if "index" not in options:
             indices = self.np_random.choice(n, size=k, replace=False).tolist()
+            return [self.task.questions[i] for i in indices]
+        index = options["index"]
+        index = index.tolist() if isinstance(index, np.ndarray) else index
+        if isinstance(index, (list, tuple)):
+            if not index:
+                raise ValueError("options['index'] is empty")
+            indices = [_integer(f"options['index'][{j}]", i, minimum=None) for j, i in enumerate(index)]
+            if "objectives" in options and len(indices) != k:
+                raise ValueError(f"options['index'] lists {len(indices)} questions but options['objectives'] is {k}")
+        elif isinstance(index, numbers.Integral) and not isinstance(index, bool):
+            indices = list(range(int(index), int(index) + k))
+        else:
+            raise TypeError(f"options['index'] must be an integer or a list of integers, not {index!r}")
+        bad = [i for i in indices if not 0 <= i < n]
+        if bad:
+            raise IndexError(f"question index {bad[0]} out of range for {n} questions")
         return [self.task.questions[i] for i in indices]
 
     @staticmethod
@@ -190,10 +239,12 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self._turns.append(turn)
         self._n_invalid += not turn.valid
         self._n_searches += turn.valid and turn.action == "search"
-        self._messages.append({"role": "assistant", "content": action})
-        if reply is not None:
-            self._messages.append({"role": "user", "content": reply})
         self._account(seen_by_policy, action)
+        # Stored inert, so no chat template renders a forged turn from it; a valid turn is unchanged.
+        new = [{"role": "assistant", "content": neutralize(action)}]
+        new += [] if reply is None else [{"role": "user", "content": reply}]
+        self._messages += new
+        self._obs_tokens = self._observation_tokens(new)
         overflow = not terminated and self._overflows()
         truncated = not terminated and (len(self._turns) >= self.max_turns or overflow)
         self._done = terminated or truncated
@@ -201,7 +252,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         info: dict[str, Any] = {
             "turn": len(self._turns),
             "full_context": history,
-            "mem_context": mem_context(history, turn.mem) if turn.mem is not None else None,
+            "mem_context": mem_context(history, neutralize(turn.mem)) if turn.mem is not None else None,
             "mem": turn.mem,
             "think": turn.think,
             "action": turn.action,
@@ -241,7 +292,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
         return None, []
 
     def _tool_response(self, body: str) -> str:
-        return f"<tool_response>\n{_clip(body, self.obs_budget)}\n</tool_response>"
+        """The reply to a tool call; documents and quoted arguments are neutralised (protocol rule 5)."""
+        return f"<tool_response>\n{_clip(neutralize(body), self.obs_budget)}\n</tool_response>"
 
     def _lookup(self, key: str) -> Document | None:
         """A document by id, else by title: documents this episode has seen first, then the corpus."""
@@ -251,18 +303,34 @@ class MemSearchQAEnv(gym.Env[list, str]):
         seen = next((d for d in self._seen.values() if d.title.lower() == title), None)
         return seen or self._docs_by_title.get(title)
 
+    def _observation_tokens(self, new: list[Message]) -> int | None:
+        """Tokens of the observation after ``new`` was added (``None`` without a tokenizer), counted once
+        for both the limit and the costs. The full view is never re-tokenised: it is the last count plus
+        each new message's own tokens after the system message and question. That is exact for a chat
+        template that renders every message on its own (ChatML, the tiny policy's); for one that renders
+        a message differently once others follow it (e.g. drops earlier turns' reasoning) it is an
+        estimate that counts every message as first rendered, and for plain newline-joined text (no
+        template) it can differ by a token where a message meets the next."""
+        if self.tokenizer is None:
+            return None
+        if self.context == "memory" or not new:
+            return count_tokens(self._view(), self.tokenizer)
+        head = self._messages[:2]
+        base = count_tokens(head, self.tokenizer)
+        return self._obs_tokens + sum(count_tokens(head + [m], self.tokenizer) - base for m in new)
+
     def _overflows(self) -> bool:
-        """Whether the next observation is longer than the policy can read."""
-        limit = self.max_context_tokens
-        return limit is not None and count_tokens(self._view(), self.tokenizer) > limit
+        """Whether the observation is longer than the policy can read."""
+        return self.max_context_tokens is not None and self._obs_tokens > self.max_context_tokens
 
     def _account(self, prompt: list[Message], action: str) -> None:
-        """Context cost of one turn: what the policy read plus what it wrote (TT sums, PT maxes)."""
+        """Context cost of one turn: what the policy read (``prompt``, whose tokens are counted already)
+        plus what it wrote. TT sums it over turns, PT maxes it."""
         chars = sum(len(m["content"]) for m in prompt) + len(action)
         self._cost["total_chars"] += chars
         self._cost["peak_chars"] = max(self._cost["peak_chars"], chars)
         if self.tokenizer is not None:
-            tokens = count_tokens(prompt, self.tokenizer) + len(self.tokenizer.encode(action, add_special_tokens=False))
+            tokens = self._obs_tokens + len(self.tokenizer.encode(action, add_special_tokens=False))
             self._cost["total_tokens"] += tokens
             self._cost["peak_tokens"] = max(self._cost["peak_tokens"], tokens)
 

@@ -23,7 +23,7 @@ RULES: dict[int, str] = {
     2: "exactly one <think>…</think> block, right after <mem>",
     3: "exactly one non-empty action (<search>, <access> or <answer>) right after <think>, nothing after it",
     4: "tags are balanced and not nested",
-    5: "the model never writes <tool_response> (in any case or spacing) or a special token <|…|> itself",
+    5: "the model never writes a tool_response tag (in any case or spacing) or a special token (<|…|>) itself",
     6: "the last turn is an <answer>, and only the last",
     7: "one <mem> and one <think> block per assistant turn",
     8: "at least one <search> before the answer (an <access> alone does not count)",

@@ -328,3 +328,112 @@ def test_views_with_and_without_a_system_message(system):
     assert prepare_prompt(head + [a1, r1]) == head + [a1, r1]
     assert prepare_prompt(head + [a1, r1, a2, r2]) == head + [a2, r2]
     assert mem_context(head + [a1, r1], "m") == head + [{"role": "assistant", "content": "<mem>m</mem>"}]
+
+
+@pytest.mark.parametrize("options, error, match", [
+    ({"indx": 3}, ValueError, "unknown reset option 'indx'"),
+    ({"index": 0, "questions": {"question": "Who?", "answers": ["X"]}}, ValueError, "'index'"),
+    ({"index": []}, ValueError, "options\\['index'\\] is empty"),
+    ({"index": True}, TypeError, "options\\['index'\\]"),
+    ({"index": 0.0}, TypeError, "options\\['index'\\]"),
+    ({"index": "0"}, TypeError, "options\\['index'\\]"),
+    ({"index": [0, "1"]}, TypeError, "options\\['index'\\]\\[1\\]"),
+    ({"index": [0, 1], "objectives": 1}, ValueError, "objectives"),
+    ({"objectives": 2.7}, TypeError, "options\\['objectives'\\]"),
+    ({"objectives": "2"}, TypeError, "options\\['objectives'\\]"),
+    ({"objectives": True}, TypeError, "options\\['objectives'\\]"),
+    ({"objectives": 3}, ValueError, "options\\['objectives'\\]"),
+])
+def test_bad_reset_options_are_named(options, error, match):
+    env = toy_env()
+    env.reset(options={"index": 0})
+    with pytest.raises(error, match=match):
+        env.reset(options=options)
+    with pytest.raises(RuntimeError, match="reset"):  # the refused reset left no episode open
+        env.step(T1)
+
+
+def test_reset_options_take_numpy_integers():
+    import numpy as np
+
+    env = toy_env()
+    _, info = env.reset(options={"index": np.int64(1)})
+    assert [o["id"] for o in info["objectives"]] == ["q2"]
+    _, info = env.reset(options={"index": np.array([1, 0]), "objectives": np.int32(2)})
+    assert [o["id"] for o in info["objectives"]] == ["q2", "q1"]
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"topk": "3"}, TypeError, "topk must be an integer, not '3'"),
+    ({"max_turns": 2.0}, TypeError, "max_turns"),
+    ({"obs_budget": True}, TypeError, "obs_budget"),
+    ({"objectives": None}, TypeError, "objectives"),
+    ({"task_seed": "0"}, TypeError, "task_seed"),
+    ({"max_context_tokens": 9.5, "tokenizer": WhitespaceTokenizer()}, TypeError, "max_context_tokens"),
+    ({"max_context_tokens": 0, "tokenizer": WhitespaceTokenizer()}, ValueError, "max_context_tokens"),
+    ({"end_on_invalid": "no"}, TypeError, "end_on_invalid must be a bool, not 'no'"),
+    ({"require_search": 1}, TypeError, "require_search"),
+])
+def test_constructor_checks_argument_types(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        toy_env(**kwargs)
+    with pytest.raises(error, match=match):
+        gym.make("MemSearchQA-v0", **kwargs)
+
+
+def test_constructor_takes_numpy_numbers():
+    import numpy as np
+
+    env = toy_env(topk=np.int64(2), max_turns=np.int32(3), end_on_invalid=np.bool_(True))
+    assert (env.topk, env.max_turns, env.end_on_invalid) == (2, 3, True)
+    assert type(env.topk) is int and type(env.end_on_invalid) is bool
+
+
+@pytest.mark.parametrize("context", ["memory", "full"])
+def test_token_costs_and_limit_match_the_rendered_observation(tokenizer, context):
+    """Per-message token counts add up to the chat-template count of each observation (the tiny policy's
+    ChatML tokenizer), through invalid turns, accesses and several searches."""
+    from mempo_env.views import count_tokens
+
+    invalid = "<mem>x</mem> no action <|im_end|>"
+    actions = [T1, invalid, act("m", "access", "Ann Lee"), T3, act("m", "answer", "Bo Moss")]
+    env = toy_env(context=context, tokenizer=tokenizer)
+    obs, _ = env.reset(options={"index": 0})
+    counts, costs = [], []
+    for a in actions:
+        counts.append(count_tokens(obs, tokenizer))
+        costs.append(counts[-1] + len(tokenizer.encode(a, add_special_tokens=False)))
+        obs, *_, info = env.step(a)
+    assert (info["total_tokens"], info["peak_tokens"]) == (sum(costs), max(costs))
+    longest = max(counts)
+    assert counts.index(longest) > 0
+    for limit in (longest, longest - 1):  # the longest observation just fits, then overflows
+        env = toy_env(context=context, tokenizer=tokenizer, max_context_tokens=limit)
+        env.reset(options={"index": 0})
+        for a in actions:
+            *_, terminated, truncated, info = env.step(a)
+            if terminated or truncated:
+                break
+        assert info["context_overflow"] == (limit < longest)
+        assert info["turn"] == (len(actions) if limit == longest else counts.index(longest))
+
+
+class CountingTokenizer(TemplateTokenizer):
+    """Counts the characters it is asked to tokenise."""
+
+    def __init__(self):
+        self.chars = 0
+
+    def encode(self, text, add_special_tokens=False):
+        self.chars += len(text)
+        return super().encode(text)
+
+
+def test_full_history_is_tokenised_once_not_every_turn():
+    tok = CountingTokenizer()
+    env = toy_env(context="full", tokenizer=tok, max_turns=12, max_context_tokens=10**9)
+    env.reset(options={"index": 0})
+    for _ in range(12):
+        env.step(act("x " * 5000, "search", "Zorb"))
+    history = sum(len(m["content"]) for m in env.messages)
+    assert tok.chars < 3 * history  # each action twice (as written, as a message), each reply once
