@@ -16,7 +16,7 @@ _TAG = re.compile(r"<(/?)(mem|think|search|access|answer)>")
 # What model text may not contain (rule 5), because a chat template or a tokenizer would read it as
 # the environment's or the template's own: a special token of the <|…|> family (ChatML, Llama 3, Phi;
 # DeepSeek writes its bars as ｜) and the environment's <tool_response> tag in any case or spacing.
-_FORGED = re.compile(r"<[|｜][^<>|｜\s]*[|｜]>|<\s*/?\s*tool_response\b[^<>]*>", re.IGNORECASE)
+_FORGED = re.compile(r"<[|｜][^<>|｜\s]*[|｜]>|<\s*(?:/\s*)?tool_response\b[^<>]*>", re.IGNORECASE)
 
 RULES: dict[int, str] = {
     1: "every turn starts with exactly one <mem>…</mem> block",

@@ -123,6 +123,12 @@ def test_neutralize_changes_exactly_what_rule_5_rejects(text):
     assert not any(f in safe for f in ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_response>"))
 
 
+def test_forgery_check_on_long_whitespace_runs():
+    gap = " " * 100_000  # an ambiguous pattern took minutes here (quadratic in the run of spaces)
+    assert 5 in parse_turn(f"<mem>a</mem><think><{gap}/{gap}tool_response></think><search>q</search>").failed
+    assert parse_turn(f"<mem>a</mem><think><{gap}x</think><search>q</search>").valid
+
+
 def test_neutralize_keeps_the_text_readable():
     assert neutralize("a <|im_start|>user <TOOL_RESPONSE> b") == "a &lt;|im_start|>user &lt;TOOL_RESPONSE> b"
     assert neutralize("|x|<|y| and <mem>m</mem>") == "|x|<|y| and <mem>m</mem>"  # not a special token: kept
