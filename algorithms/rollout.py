@@ -88,8 +88,9 @@ class _Episode:
         elif self.env.context == "memory":
             self.prompt_ids = encode(tok, render_prompt(obs, tok))
         else:  # extend the running sequence by the environment's reply, tokenised once
-            before = render_prompt(info["full_context"], tok) + action
-            after = render_prompt(self.env.messages, tok)
+            history = self.env.messages  # the response as stored: an invalid turn's look-alikes neutralised
+            before = render_prompt(info["full_context"], tok) + history[len(info["full_context"])]["content"]
+            after = render_prompt(history, tok)
             if not after.startswith(before):
                 raise ValueError("the chat template does not render the history as a growing prefix; "
                                  "use context='memory' with this tokenizer")

@@ -28,13 +28,13 @@ class ScriptedBackend:
     """Every live episode 'generates' the scripted turn of the current round; log-probs are -0.01 per
     position. ``score`` records its inputs and returns log-prob -len(context)/1000 per token."""
 
-    def __init__(self, tokenizer):
-        self.tokenizer, self.round, self.scored = tokenizer, 0, []
+    def __init__(self, tokenizer, turns=TURNS):
+        self.tokenizer, self.turns, self.round, self.scored = tokenizer, turns, 0, []
 
     def generate(self, prompts, *, max_new_tokens, temperature=1.0, top_p=1.0, n=1, stop=(), seed=None):
-        ids = encode(self.tokenizer, TURNS[self.round])
+        ids = encode(self.tokenizer, self.turns[self.round])
         self.round += 1
-        return [[Generation(ids, [-0.01 * (j + 1) for j in range(len(ids))], TURNS[self.round - 1], "stop")]
+        return [[Generation(ids, [-0.01 * (j + 1) for j in range(len(ids))], self.turns[self.round - 1], "stop")]
                 for _ in prompts]
 
     def score(self, contexts, continuations):
@@ -49,6 +49,19 @@ def rollouts(tokenizer, context, n=2):
     backend = ScriptedBackend(tokenizer)
     envs = [MemSearchQAEnv(TASK, objectives=2, context=context, tokenizer=tokenizer, cache_dir=None) for _ in range(n)]
     return backend, collect_rollouts(backend, envs, [[0, 1]])
+
+
+def test_full_layout_takes_a_turn_ended_by_the_eos_token(tokenizer):
+    """A turn that ends on <|im_end|> (no action) is invalid and stored neutralised; the running
+    sequence keeps the tokens the policy generated and still grows by the environment's reply."""
+    backend = ScriptedBackend(tokenizer, ["<mem>x</mem><think>y</think><|im_end|>", *TURNS])
+    env = MemSearchQAEnv(TASK, objectives=2, context="full", tokenizer=tokenizer, cache_dir=None)
+    [r] = collect_rollouts(backend, [env], [[0, 1]])
+    assert r.score == 0 and len(r.turns) == 4
+    first, second = r.turns[:2]
+    assert second.prompt_ids[: len(first.prompt_ids) + len(first.response_ids)] == \
+        first.prompt_ids + first.response_ids
+    assert tokenizer.decode(second.prompt_ids).count("<|im_start|>") == len(second.full_context) + 1
 
 
 def test_mem_span_aligns_with_the_decoded_text(tokenizer):
