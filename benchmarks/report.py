@@ -4,8 +4,10 @@
     python -m benchmarks.report runs/real/hotpotqa runs/real/2wiki --out runs/report
 
 Everything is recomputed from each run's ``episodes.jsonl``, so a report never disagrees with the
-episodes behind it. With several runs the table gains a ``run`` column (the run's dataset, or its
-folder name where two runs share a dataset) and each plot gets one panel per run.
+episodes behind it: each episode once, within the grid the run's last command asked for (its agents,
+views, objective counts and first N episodes per cell; a folder may hold more). With several runs the
+table gains a ``run`` column (the run's dataset, or its folder name where two runs share a dataset)
+and each plot gets one panel per run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from benchmarks.summary import GROUP, markdown_table, summarize
 
 EPISODES, CONFIG = "episodes.jsonl", "config.json"
+EPISODE_KEY = ("agent", "context", "objectives", "episode")  # what identifies an episode within a run
 
 
 class BenchmarkError(ValueError):
@@ -26,25 +29,52 @@ class BenchmarkError(ValueError):
 
 
 def read_episodes(path: Path) -> list[dict[str, Any]]:
-    """The complete records of an episode log, stopping at a torn line (a run killed mid-write)."""
+    """The complete records of a JSONL log, skipping torn lines (a run killed mid-write, or the
+    interleaved writes of two runs an older runner let share a folder)."""
     records = []
     with path.open() as f:
         for line in f:
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError:
-                break
+                continue
     return records
 
 
+def read_config(run_dir: Path) -> dict[str, Any]:
+    """A run's ``config.json`` ({} where there is none); a damaged one is an error naming it."""
+    path = run_dir / CONFIG
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise BenchmarkError(f"{path} is not valid JSON ({e}); restore it or use another folder") from None
+
+
+def episode_key(record: dict[str, Any]) -> tuple:
+    return tuple(record[k] for k in EPISODE_KEY)
+
+
 def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(settings from ``config.json``, episode records) of a run folder written by ``benchmarks.run``."""
+    """(``config.json``, episode records) of a run folder written by ``benchmarks.run``; an episode
+    logged twice (two runs an older runner let share the folder) counts once."""
     run_dir = Path(run_dir)
     if not (run_dir / EPISODES).is_file():
         raise BenchmarkError(f"{run_dir} is not a benchmark run: no {EPISODES} in it")
-    config_path = run_dir / CONFIG
-    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
-    return config, read_episodes(run_dir / EPISODES)
+    config = read_config(run_dir)
+    unique: dict[tuple, dict[str, Any]] = {}
+    for r in read_episodes(run_dir / EPISODES):
+        unique.setdefault(episode_key(r), r)
+    return config, list(unique.values())
+
+
+def in_grid(records: list[dict[str, Any]], grid: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The records of a run's grid (``config.json``'s ``last_grid``; all of them where it has none)."""
+    if not grid:
+        return records
+    return [r for r in records if r["agent"] in grid["agents"] and r["context"] in grid["contexts"]
+            and r["objectives"] in grid["objectives"] and r["episode"] < grid["episodes"]]
 
 
 def run_labels(run_dirs: Sequence[Path], configs: Sequence[dict[str, Any]]) -> list[str]:
@@ -66,7 +96,8 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     loaded = [load_run(d) for d in dirs]
     labels = run_labels(dirs, [c for c, _ in loaded])
     group = GROUP if len(dirs) == 1 else ("run", *GROUP)
-    records = [{**r, "run": label} for label, (_, recs) in zip(labels, loaded) for r in recs]
+    records = [{**r, "run": label} for label, (config, recs) in zip(labels, loaded)
+               for r in in_grid(recs, config.get("last_grid"))]
     if not records:
         raise BenchmarkError(f"no finished episodes in {', '.join(map(str, dirs))}")
     rows = summarize(records, group)

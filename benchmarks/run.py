@@ -6,11 +6,14 @@
 
 Writes ``OUT/episodes.jsonl`` (one line per finished episode: questions, gold answers, trajectory,
 metrics), ``config.json``, ``results.json``, ``table.md`` and the plots of ``benchmarks.report``.
-Started again with the same arguments, a run skips the episodes it has, so a killed run loses
-nothing; new agents, views, objective counts or more episodes extend it; other settings or other
-data (a hash of questions and corpus) are refused. Episode ``e`` of every cell is reset with seed
-``seed + e``, so all agents and views answer the same questions. The episodes of a cell run in
-lockstep, ``--batch`` at a time, so a model agent generates one batch per turn (``act_batch``).
+Started again with the same arguments, a run skips the episodes it has, so a killed run loses at
+most the episodes in flight (the log is only appended to; ``config.json`` is replaced whole); new
+agents, views, objective counts or more episodes extend it; other settings, other data (a hash of
+questions and corpus) or another spec behind a label are refused. A run holds the folder: a second
+one into it fails at once. The table describes the grid asked for, also where the folder holds
+more. Episode ``e`` of every cell is reset with seed ``seed + e``, so all agents and views answer
+the same questions. The episodes of a cell run in lockstep, ``--batch`` at a time, so a model agent
+generates one batch per turn (``act_batch``).
 
 Costs: characters always; tokens (TT, PT) when ``--tokenizer`` names a Hugging Face tokenizer,
 which should be the evaluated model's own. The turn budget of a k-objective episode is
@@ -21,10 +24,13 @@ is not what ends the oracle's episodes; ``--turns-per-objective 0`` keeps the pa
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +39,16 @@ from tqdm import tqdm
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
-from benchmarks.report import CONFIG, EPISODES, BenchmarkError, read_episodes, write_report
+from benchmarks.report import CONFIG, EPISODES, BenchmarkError, episode_key, read_config, read_episodes, write_report
 from mempo_env.prompts import get_prompt
 from mempo_env.retrieval import make_retriever
+from mempo_env.retrieval.base import Retriever, RetrieverError
 from mempo_env.retrieval.cache import RecordReplayRetriever
 from mempo_env.tasks import resolve_task
 from mempo_env.types import QATask
 
 OBJECTIVES = (1, 2, 4, 6, 8, 10)
+LOCK = "run.lock"
 CONTEXTS = ("memory", "full")
 KEEP = ("answer", "score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow", "n_turns",
         "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens")
@@ -84,40 +92,66 @@ def run_episode(env: gym.Env, agent: Agent, seed: int) -> dict[str, Any]:
 
 
 def load_done(path: Path) -> list[dict[str, Any]]:
-    """Finished episodes; a torn last line (killed mid-write) is dropped from the file, to be rerun."""
+    """Finished records of a log. A torn last line (killed mid-write) is cut off, so that the next
+    append starts a line of its own; complete lines are never rewritten, so a kill here loses none."""
     if not path.exists():
         return []
-    records = read_episodes(path)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return records
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        os.truncate(path, data.rfind(b"\n") + 1)
+    return read_episodes(path)
 
 
-def dataset_name(dataset: str | Path | QATask | None, split: str) -> str:
-    if isinstance(dataset, QATask):
-        return dataset.name
-    if dataset is None or dataset == "generated":
-        return f"generated-{split}"
-    from mempo_env.tasks.loaders import SHARED_SETS
-
-    return str(dataset) if dataset in SHARED_SETS else Path(dataset).stem
+def _write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a kill leaves the old file or the new, never part of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
-def load_task(dataset: str | Path | QATask | None, corpus: str | Path | None, split: str) -> QATask:
-    """The question set, with errors that name the fix for an unknown name or a missing file."""
-    from mempo_env.tasks.loaders import DATA_DIR_ENV, SHARED_SETS, DataError
+@contextmanager
+def hold_folder(out: Path) -> Iterator[None]:
+    """Hold ``out`` for one run: a second run into it fails at once, naming this process. The kernel
+    drops the lock when the process ends, however it ends, so a killed run leaves none behind."""
+    with (out / LOCK).open("a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise BenchmarkError(f"{out} is in use by another run (pid {f.read().strip() or '?'}); wait for it "
+                                 "to end or use another --out") from None
+        f.truncate(0)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
 
-    named = dataset is None or isinstance(dataset, QATask) or dataset == "generated" or dataset in SHARED_SETS
-    if not named and not Path(dataset).is_file():
-        raise BenchmarkError(f"unknown dataset {str(dataset)!r}: neither a file nor a known name "
-                             f"(generated, {', '.join(SHARED_SETS)})")
+
+def dataset_name(dataset: str | Path | QATask | None, split: str | None, task: QATask) -> str:
+    """The run's data in a word: ``generated-test``, a shared set's entry (``hotpotqa-train100``), a
+    question file's stem or a ``QATask``'s name."""
+    return f"generated-{split}" if dataset is None or dataset == "generated" else task.name
+
+
+def load_task(dataset: str | Path | QATask | None, corpus: str | Path | None,
+              split: str | None) -> tuple[QATask, str | None]:
+    """The question set and the split it is: the one asked for, else the generated task's ``test``
+    or a shared set's default (``None`` for a question file or a ``QATask``, which have no splits).
+    Errors name the bad value and the fix."""
+    from mempo_env.tasks.loaders import DATA_DIR_ENV, SHARED_SETS, shared_splits
+
+    if split is None and (dataset is None or dataset == "generated"):
+        split = "test"
     if corpus is not None and not Path(corpus).is_file():
         raise BenchmarkError(f"corpus file {corpus} not found")
     try:
-        return resolve_task(dataset, corpus=corpus, split=split)
+        task = resolve_task(dataset, corpus=corpus, split=split)
     except FileNotFoundError as e:  # a shared set without the shared data folder
         raise BenchmarkError(f"{e} (set {DATA_DIR_ENV} to the folder of the shared QA files)") from None
-    except DataError as e:
+    except ValueError as e:  # an unknown name, a split the dataset lacks, a malformed file
         raise BenchmarkError(str(e)) from None
+    if split is None and isinstance(dataset, str) and dataset in SHARED_SETS:
+        split = next((s for s, entry in shared_splits(dataset).items() if entry == task.name), None)
+    return task, split
 
 
 def task_fingerprint(task: QATask) -> str:
@@ -144,8 +178,8 @@ def load_tokenizer(name: str | None) -> Any:
         raise BenchmarkError(f"cannot load tokenizer {name!r}: {e}") from None
 
 
-def build_agents(agents: Sequence[str | Agent] | Mapping[str, str | Agent]) -> dict[str, Agent]:
-    """Label -> agent. A spec string is labelled by itself, an ``Agent`` by its name."""
+def label_agents(agents: Sequence[str | Agent] | Mapping[str, str | Agent]) -> dict[str, str | Agent]:
+    """Label -> spec string or ``Agent``. A spec string is labelled by itself, an ``Agent`` by its name."""
     items = list(agents.items()) if isinstance(agents, Mapping) else [
         (a if isinstance(a, str) else a.name, a) for a in agents]
     if not items:
@@ -153,27 +187,58 @@ def build_agents(agents: Sequence[str | Agent] | Mapping[str, str | Agent]) -> d
     labels = [label for label, _ in items]
     if len(set(labels)) < len(labels):
         raise BenchmarkError(f"agent labels must be distinct, got {labels}; name them LABEL=SPEC")
+    return dict(items)
+
+
+def spec_of(agent: str | Agent) -> str:
+    """What an agent's episodes are kept under: its whole spec string (options too), or a ready
+    ``Agent``'s class and name."""
+    return agent if isinstance(agent, str) else f"{type(agent).__name__}:{agent.name}"
+
+
+def build_agents(agents: Mapping[str, str | Agent]) -> dict[str, Agent]:
+    """Label -> agent, each spec string built (a model agent loads its weights here)."""
     built = {}
-    for label, agent in items:
+    for label, agent in agents.items():
         try:
             built[label] = make_agent(agent) if isinstance(agent, str) else agent
         except ValueError as e:
             raise BenchmarkError(str(e)) from None
+        except OSError as e:  # a checkpoint that is not there or cannot be read
+            reason = str(e).partition("\n")[0]
+            raise BenchmarkError(f"cannot load agent {agent!r}: {reason}") from None
     return built
 
 
-def check_settings(out: Path, settings: dict[str, Any]) -> None:
-    """Refuse to mix episodes run with different settings in one folder (a resumed run must match)."""
-    config_path = out / CONFIG
-    if config_path.exists():
-        saved = json.loads(config_path.read_text())["settings"]
-        changed = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
-        if changed:
-            what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
-            raise BenchmarkError(f"{out} holds a run with other settings ({what}); use another --out")
-    elif (out / EPISODES).exists() and (out / EPISODES).stat().st_size:
-        raise BenchmarkError(f"{out / EPISODES} has no {CONFIG} beside it (an older runner wrote it); "
-                             "delete the folder or use another --out")
+def make_search(retriever: str | None, task: QATask, record: str | Path | None,
+                replay: str | Path | None) -> Retriever:
+    """The search backend: a replay log alone, else BM25 or a Search-R1 server (appended to ``record``)."""
+    if replay and not Path(replay).is_file():
+        raise BenchmarkError(f"replay log {replay} not found")
+    try:
+        if replay:
+            return RecordReplayRetriever(replay, mode="replay")
+        search = make_retriever(retriever, task.corpus)
+        return RecordReplayRetriever(record, search, mode="record") if record else search
+    except (ValueError, RetrieverError) as e:
+        raise BenchmarkError(str(e)) from None
+
+
+def check_settings(out: Path, config: dict[str, Any], settings: dict[str, Any], specs: dict[str, str]) -> None:
+    """Refuse to mix episodes run with different settings in one folder (a resumed run must match),
+    or another agent under a label the folder already has."""
+    if not config:
+        if (out / EPISODES).exists() and (out / EPISODES).stat().st_size:
+            raise BenchmarkError(f"{out / EPISODES} has no {CONFIG} beside it (an older runner wrote it); "
+                                 "delete the folder or use another --out")
+        return
+    saved, saved_specs = config["settings"], config.get("agents", {})
+    changed = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
+    changed |= {f"agent {label!r}": (saved_specs[label], spec) for label, spec in specs.items()
+                if saved_specs.get(label, spec) != spec}
+    if changed:
+        what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
+        raise BenchmarkError(f"{out} holds a run with other settings ({what}); use another --out")
 
 
 def evaluate(
@@ -182,7 +247,7 @@ def evaluate(
     out_dir: str | Path = "runs/eval",
     dataset: str | Path | QATask | None = None,
     corpus: str | Path | None = None,
-    split: str = "test",
+    split: str | None = None,
     objectives: Sequence[int] = OBJECTIVES,
     contexts: Sequence[str] = CONTEXTS,
     episodes: int = 100,
@@ -200,8 +265,9 @@ def evaluate(
     verbose: bool = True,
 ) -> list[dict[str, Any]]:
     """Evaluate every agent x context x objectives cell on ``episodes`` episodes; return the summary
-    rows (``benchmarks.summary.summarize``) and write the run to ``out_dir`` (see the module doc).
+    rows (``benchmarks.summary.summarize``) of that grid and write the run to ``out_dir`` (see the module doc).
 
+    ``split``: ``None`` is the generated task's ``test`` or a shared set's default split.
     ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``),
     ready ``Agent`` objects, or a ``{label: spec or Agent}`` mapping. ``max_context_tokens`` (needs
     ``tokenizer``): an episode whose next prompt is longer ends unanswered (the environment's
@@ -224,53 +290,52 @@ def evaluate(
         get_prompt(prompt)
     except ValueError as e:
         raise BenchmarkError(str(e)) from None
-    task = load_task(dataset, corpus, split)
+    task, split = load_task(dataset, corpus, split)
     if max(objectives) > len(task.questions):
         raise BenchmarkError(f"{max(objectives)} objectives per episode but {task.name} has only "
                              f"{len(task.questions)} questions")
     settings = {"dataset": None if dataset is None or isinstance(dataset, QATask) else str(dataset),
-                "dataset_name": dataset_name(dataset, split), "data_hash": task_fingerprint(task),
+                "dataset_name": dataset_name(dataset, split, task), "data_hash": task_fingerprint(task),
                 "corpus": None if corpus is None else str(corpus),
                 "split": split, "seed": seed, "prompt": prompt, "max_turns": max_turns,
                 "turns_per_objective": turns_per_objective, "tokenizer": tokenizer,
                 "max_context_tokens": max_context_tokens, "retriever": retriever}
+    labelled = label_agents(agents)
+    specs = {label: spec_of(agent) for label, agent in labelled.items()}
+    search = make_search(retriever, task, record_retrieval, replay_retrieval)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    check_settings(out, settings)
-    tok = load_tokenizer(tokenizer)
-    built = build_agents(agents)  # last: a model agent loads its weights here
-    grid = {"agents": list(built), "contexts": contexts, "objectives": objectives, "episodes": episodes}
-    (out / CONFIG).write_text(json.dumps({"settings": settings, "last_grid": grid}, indent=1))
+    with hold_folder(out):
+        config = read_config(out)
+        check_settings(out, config, settings, specs)
+        tok = load_tokenizer(tokenizer)
+        built = build_agents(labelled)  # last: a model agent loads its weights here
+        grid = {"agents": list(built), "contexts": contexts, "objectives": objectives, "episodes": episodes}
+        _write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
+                                                "last_grid": grid}, indent=1))
 
-    if replay_retrieval:
-        search = RecordReplayRetriever(replay_retrieval, mode="replay")
-    else:
-        search = make_retriever(retriever, task.corpus)
-        if record_retrieval:
-            search = RecordReplayRetriever(record_retrieval, search, mode="record")
-
-    episodes_path = out / EPISODES
-    done = {(r["agent"], r["context"], r["objectives"], r["episode"]) for r in load_done(episodes_path)}
-    cells = [(label, c, k) for label in built for c in contexts for k in objectives]
-    todo = {cell: [e for e in range(episodes) if (*cell, e) not in done] for cell in cells}
-    total = len(cells) * episodes
-    with episodes_path.open("a") as sink, tqdm(total=total, initial=total - sum(map(len, todo.values())),
-                                               desc="episodes", disable=not verbose) as bar:
-        for (label, context, k), eps in todo.items():
-            if not eps:
-                continue
-            bar.set_postfix_str(f"{label} {context} k={k}")
-            turns = max(max_turns, turns_per_objective * k)
-            envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=context, prompt=prompt,
-                             objectives=k, max_turns=turns, tokenizer=tok, max_context_tokens=max_context_tokens)
-                    for _ in range(min(batch_size, len(eps)))]
-            for i, record in play(built[label], envs, [seed + e for e in eps]):
-                head = {"agent": label, "context": context, "objectives": k, "episode": eps[i],
-                        "seed": seed + eps[i], "max_turns": turns}
-                sink.write(json.dumps({**head, **record}) + "\n")
-                sink.flush()
-                bar.update()
-    rows, table = write_report([out], out, plots=plots)
+        episodes_path = out / EPISODES
+        done = {episode_key(r) for r in load_done(episodes_path)}
+        cells = [(label, c, k) for label in built for c in contexts for k in objectives]
+        todo = {cell: [e for e in range(episodes) if (*cell, e) not in done] for cell in cells}
+        total = len(cells) * episodes
+        with episodes_path.open("a") as sink, tqdm(total=total, initial=total - sum(map(len, todo.values())),
+                                                   desc="episodes", disable=not verbose) as bar:
+            for (label, context, k), eps in todo.items():
+                if not eps:
+                    continue
+                bar.set_postfix_str(f"{label} {context} k={k}")
+                turns = max(max_turns, turns_per_objective * k)
+                envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=context, prompt=prompt,
+                                 objectives=k, max_turns=turns, tokenizer=tok, max_context_tokens=max_context_tokens)
+                        for _ in range(min(batch_size, len(eps)))]
+                for i, record in play(built[label], envs, [seed + e for e in eps]):
+                    head = {"agent": label, "context": context, "objectives": k, "episode": eps[i],
+                            "seed": seed + eps[i], "max_turns": turns}
+                    sink.write(json.dumps({**head, **record}) + "\n")
+                    sink.flush()
+                    bar.update()
+        rows, table = write_report([out], out, plots=plots)
     if verbose:
         print(table)
     return rows
@@ -301,7 +366,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--dataset", default=None,
                    help="generated (default), a shared set (hotpotqa, 2wiki, musique, ...) or a question file")
     p.add_argument("--corpus", default=None, help="corpus file for a --dataset file without native paragraphs")
-    p.add_argument("--split", default="test", help="generated task split")
+    p.add_argument("--split", default=None,
+                   help="the dataset's split: train or test (default) of the generated task; a shared set's "
+                        "(hotpotqa, musique: dev (default), train100)")
     p.add_argument("--retriever", default=None, help="Search-R1 /retrieve URL (default: in-process BM25)")
     p.add_argument("--record-retrieval", metavar="LOG", help="append every search result to this JSONL log")
     p.add_argument("--replay-retrieval", metavar="LOG", help="answer searches only from this log (exact rerun)")

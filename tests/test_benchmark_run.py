@@ -13,6 +13,7 @@ from shared_data import needs_shared
 
 from agents import OracleAgent
 from benchmarks.report import BenchmarkError, read_episodes
+from benchmarks.report import main as report
 from benchmarks.run import evaluate, main
 from benchmarks.summary import mean_ci
 
@@ -110,6 +111,10 @@ def test_replayed_retrieval_reproduces_the_run(tmp_path):
     (["--agents", "a=oracle,a=weak"], "labels must be distinct"),
     (["--episodes", "0"], "episodes must be at least 1"),
     (["--prompt", "chatty"], "unknown prompt 'chatty'"),
+    (["--split", "dev"], "split must be 'train' or 'test', not 'dev'"),
+    (["--replay-retrieval", "/missing.jsonl"], "replay log /missing.jsonl not found"),
+    (["--retriever", "bm25"], "retriever must be None, an http(s) URL or a Retriever, not 'bm25'"),
+    (["--agents", "hf:/nonexistent"], "cannot load agent 'hf:/nonexistent': "),
 ])
 def test_bad_arguments_fail_fast_with_a_clear_message(tmp_path, capsys, extra, message):
     with pytest.raises(SystemExit) as exit_info:
@@ -141,6 +146,58 @@ def test_a_folder_refuses_episodes_of_changed_data(tmp_path, capsys):
     assert "holds a run with other settings (data_hash: " in capsys.readouterr().err
 
 
+def test_a_label_keeps_its_agent_spec(tmp_path, capsys):
+    """A label names one agent: the same label with another spec is refused, not served old episodes."""
+    args = ARGS[2:] + ["--out", str(tmp_path)]
+    main(["--agents", "a=oracle"] + args)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--agents", "a=weak"] + args)
+    assert exit_info.value.code == 2
+    assert "holds a run with other settings (agent 'a': 'oracle' there, 'weak' now)" in capsys.readouterr().err
+    rows = main(["--agents", "a=oracle,b=weak"] + args)  # a new label extends the folder
+    assert {r["agent"] for r in rows} == {"a", "b"}
+    assert json.loads((tmp_path / "config.json").read_text())["agents"] == {"a": "oracle", "b": "weak"}
+
+
+def test_a_smaller_grid_reports_only_what_it_asked(tmp_path):
+    main(ARGS + ["--out", str(tmp_path)])
+    rows = main(["--agents", "oracle", "--objectives", "2", "--context", "memory", "--episodes", "2", "--no-plots",
+                 "--out", str(tmp_path)])
+    assert [(r["agent"], r["objectives"], r["episodes"]) for r in rows] == [("oracle", 2, 2)]
+    assert json.loads((tmp_path / "results.json").read_text()) == json.loads(json.dumps(rows))
+    table = (tmp_path / "table.md").read_text()
+    assert "| oracle | memory | 2 | 2 |" in table and "weak" not in table
+    assert len(read(tmp_path / "episodes.jsonl")) == 16  # the rest stays in the folder
+    assert report([str(tmp_path), "--no-plots"]) == rows  # a rebuilt report describes the same grid
+
+
+def test_the_split_played_is_recorded(tmp_path, capsys):
+    main(ARGS + ["--out", str(tmp_path / "a")])
+    main(ARGS + ["--out", str(tmp_path / "b"), "--split", "train"])
+    settings = [json.loads((tmp_path / d / "config.json").read_text())["settings"] for d in "ab"]
+    assert [(s["split"], s["dataset_name"]) for s in settings] == [("test", "generated-test"),
+                                                                   ("train", "generated-train")]
+    corpus, questions = tmp_path / "corpus.jsonl", tmp_path / "questions.jsonl"
+    corpus.write_text(json.dumps({"id": "d1", "title": "Mome", "text": "Mome lies in Yukelland."}) + "\n")
+    questions.write_text(json.dumps({"id": "q1", "question": "Where does Mome lie?", "golden_answers": ["x"]}) + "\n")
+    file_args = ["--agents", "oracle", "--objectives", "1", "--episodes", "1", "--no-plots", "--dataset",
+                 str(questions), "--corpus", str(corpus), "--out", str(tmp_path / "c")]
+    main(file_args)
+    assert json.loads((tmp_path / "c" / "config.json").read_text())["settings"]["split"] is None
+    with pytest.raises(SystemExit) as exit_info:
+        main(file_args + ["--split", "dev"])
+    assert exit_info.value.code == 2 and f"{questions} has no split 'dev'" in capsys.readouterr().err
+
+
+@needs_shared
+def test_a_split_a_real_dataset_lacks_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(ARGS + ["--dataset", "hotpotqa", "--split", "bogus", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "dataset 'hotpotqa' has no split 'bogus'; its splits: dev, train100" in capsys.readouterr().err
+    assert not (tmp_path / "episodes.jsonl").exists()
+
+
 def test_token_costs_with_a_tokenizer(tmp_path, policy_dir):
     rows = evaluate(["oracle"], out_dir=tmp_path, objectives=[1], contexts=["memory"], episodes=2,
                     tokenizer=str(policy_dir), plots=False, verbose=False)
@@ -169,7 +226,8 @@ def test_real_data_end_to_end(tmp_path):
     assert {(r["agent"], r["context"], r["objectives"]) for r in rows} == {
         (a, c, k) for a in ("oracle", "weak") for c in ("memory", "full") for k in (1, 2)}
     assert all(r["em"][0] == 1.0 for r in rows if r["agent"] == "oracle")
-    assert json.loads((tmp_path / "config.json").read_text())["settings"]["dataset_name"] == "musique"
+    settings = json.loads((tmp_path / "config.json").read_text())["settings"]
+    assert (settings["dataset_name"], settings["split"]) == ("musique", "dev")
 
 
 def test_mean_ci():
