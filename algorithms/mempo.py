@@ -38,7 +38,7 @@ from algorithms.loss import ppo_loss, token_logprobs
 from algorithms.memory_reward import answer_probabilities, scored_turns
 from algorithms.rollout import collect_rollouts, encode
 from algorithms.sft import default_warmup
-from benchmarks.run import load_done
+from benchmarks.run import load_done, write_atomic
 from benchmarks.summary import markdown_table, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
@@ -222,7 +222,7 @@ def train(cfg: Config) -> dict[str, Any]:
     # Metrics lines past the checkpoint belong to steps that will run again: drop them.
     metrics_path = run_dir / "metrics.jsonl"
     kept = [m for m in load_done(metrics_path) if m["step"] <= start]
-    metrics_path.write_text("".join(json.dumps(m) + "\n" for m in kept))
+    write_atomic(metrics_path, "".join(json.dumps(m) + "\n" for m in kept))  # a kill here loses no line
 
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=cfg.algo)
     for step in bar:

@@ -102,7 +102,7 @@ def load_done(path: Path) -> list[dict[str, Any]]:
     return read_episodes(path)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     """Write through a temporary file and a rename: a kill leaves the old file or the new, never part of one."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -311,7 +311,7 @@ def evaluate(
         tok = load_tokenizer(tokenizer)
         built = build_agents(labelled)  # last: a model agent loads its weights here
         grid = {"agents": list(built), "contexts": contexts, "objectives": objectives, "episodes": episodes}
-        _write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
+        write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
                                                 "last_grid": grid}, indent=1))
 
         episodes_path = out / EPISODES
