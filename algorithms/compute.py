@@ -50,14 +50,17 @@ def num_threads(n: int) -> Iterator[None]:
 
 
 def cpu_name() -> str:
-    """The processor's model name (Linux), for build records: results differ between processors."""
+    """The processor (Linux: model name, family, model and its vector/bf16 extensions), for build
+    records: speed and float results differ between processors of one name."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if ":" in line and not line.startswith("processor"))
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return platform.processor() or platform.machine()
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in info.get("flags", "").split()]
+    return f"{info.get('model name', '?')}, family {info.get('cpu family', '?')} model {info.get('model', '?')}, " \
+           f"{' '.join(flags) or 'no avx2'}"
 
 
 def candidates(precision: str = "auto", threads: int = 0) -> list[Setting]:

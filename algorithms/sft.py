@@ -215,8 +215,9 @@ def default_stages(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cac
 
 
 def shipped_recipe(stages: tuple[SFTConfig, SFTConfig]) -> list[dict]:
-    """The stages' recipes as ``warmup.json`` records them: stage 2's base is stage 1, not a path."""
-    return [recipe(stages[0]), {**recipe(stages[1]), "base": "stage 1"}]
+    """The stages' recipes as ``warmup.json`` records them (JSON: tuples are lists): stage 2's base is
+    stage 1, not a path."""
+    return json.loads(json.dumps([recipe(stages[0]), {**recipe(stages[1]), "base": "stage 1"}]))
 
 
 def default_warmup(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cache", *, build: bool = False) -> Path:
