@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.summary import GROUP, markdown_table, summarize
+from benchmarks.summary import GROUP, jsonable, markdown_table, summarize
 
 EPISODES, CONFIG = "episodes.jsonl", "config.json"
 EPISODE_KEY = ("agent", "context", "objectives", "episode")  # what identifies an episode within a run
@@ -104,7 +104,7 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     table = markdown_table(rows, group)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    (out / "results.json").write_text(json.dumps(jsonable(rows), indent=1))
     (out / "table.md").write_text(table + "\n")
     if plots:
         from benchmarks.plots import plot_runs  # matplotlib takes a second to import: only when plotting

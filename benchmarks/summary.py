@@ -1,11 +1,20 @@
-"""Aggregate per-episode records into table rows: mean and 95% confidence half-width per metric."""
+"""Aggregate per-episode records into table rows: the mean and a 95% interval per metric.
+
+Intervals stay inside what a metric can be. A percentage whose episodes all scored 0 or 1 (format ok,
+overflow, EM at one objective, a perfect F1) is a proportion of episodes: Wilson score interval. Any
+other mean (F1, EM over k objectives, turns, tokens, characters) and paired differences: Student-t,
+cut to the metric's range ([0, 1], or from 0 for counts). Episodes are the independent unit: the k
+answers of one episode share its context, so they are not counted as k trials.
+"""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+from scipy import stats
 
 METRICS = ("em", "f1", "format_ok", "context_overflow", "n_turns", "n_searches", "total_chars", "peak_chars",
            "total_tokens", "peak_tokens")
@@ -16,21 +25,48 @@ LABELS = {"em": "EM %", "f1": "F1 %", "format_ok": "format ok %",
           "total_chars": "total chars", "peak_chars": "peak chars", "total_tokens": "TT tokens",
           "peak_tokens": "PT tokens"}
 PERCENT = ("em", "f1", "format_ok", "context_overflow")
+CONFIDENCE = 0.95
+FOOTNOTE = ("Cells: mean [95% interval] over episodes. % columns: Wilson score interval where every episode "
+            "scored 0 or 1 (always for format ok and overflow, and EM at 1 objective), otherwise Student-t cut to "
+            "[0, 100]; other columns: Student-t, cut at 0; n/a: one episode. EM at k objectives: the mean over "
+            "episodes of the fraction of an episode's k answers that match exactly.")
 
 
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% normal-approximation interval (0 for fewer than 2 values).
-    Exactly rounded sums (``fsum``): the same episodes in any order give the same numbers."""
+class Interval(NamedTuple):
+    """A mean and its 95% interval (``nan`` bounds where none exists); ``[0]`` is the mean, as before."""
+
+    mean: float
+    low: float
+    high: float
+    method: str  # "wilson" or "t"
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% Student-t interval (``nan`` for fewer than 2 values: no spread to
+    measure). Also for paired differences. Exactly rounded sums (``fsum``): any order gives the same numbers."""
     n = len(values)
     mean = math.fsum(values) / n
     if n < 2:
-        return mean, 0.0
-    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, 1.96 * math.sqrt(var / n)
+        return mean, math.nan
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, float(stats.t.ppf((1 + CONFIDENCE) / 2, n - 1)) * sd / math.sqrt(n)
+
+
+def interval(values: Sequence[float], bounded: bool = False) -> Interval:
+    """The mean of ``values`` with its 95% interval: Wilson for 0/1 values of a ``bounded`` ([0, 1]) metric,
+    else Student-t cut to [0, 1] (``bounded``) or at 0 (counts and sizes, never negative)."""
+    n = len(values)
+    if bounded and all(v in (0, 1) for v in values):
+        ci = stats.binomtest(int(sum(values)), n).proportion_ci(CONFIDENCE, method="wilson")
+        return Interval(math.fsum(values) / n, float(ci.low), float(ci.high), "wilson")
+    mean, half = mean_ci(values)
+    if math.isnan(half):
+        return Interval(mean, math.nan, math.nan, "t")
+    return Interval(mean, max(0.0, mean - half), min(1.0 if bounded else math.inf, mean + half), "t")
 
 
 def summarize(records: list[dict[str, Any]], group: Sequence[str] = GROUP) -> list[dict[str, Any]]:
-    """One row per ``group`` key (objectives sorted numerically) with ``{metric: (mean, ci)}`` and
+    """One row per ``group`` key (objectives sorted numerically) with ``{metric: Interval}`` and
     the episode count. A metric appears only where every episode of the row has it."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
@@ -41,14 +77,25 @@ def summarize(records: list[dict[str, Any]], group: Sequence[str] = GROUP) -> li
         row: dict[str, Any] = dict(zip(group, key), episodes=len(eps))
         for m in METRICS:
             if all(m in e for e in eps):
-                row[m] = mean_ci([float(e[m]) for e in eps])
+                row[m] = interval([float(e[m]) for e in eps], m in PERCENT)
         rows.append(row)
     return rows
 
 
+def jsonable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` for ``json.dumps``: each interval as ``{mean, low, high, interval}`` (``None`` for no bound)."""
+    def cell(v: Any) -> Any:
+        if not isinstance(v, Interval):
+            return v
+        return {"mean": v.mean, "low": None if math.isnan(v.low) else v.low,
+                "high": None if math.isnan(v.high) else v.high, "interval": v.method}
+
+    return [{k: cell(v) for k, v in r.items()} for r in rows]
+
+
 def markdown_table(rows: list[dict[str, Any]], group: Sequence[str] = GROUP) -> str:
-    """EM, F1 and format validity in percent, the rest in their units, each as ``mean ± 95% CI``
-    (one decimal; none for counts of 100 and more)."""
+    """EM, F1 and format validity in percent, the rest in their units, each as ``mean [low, high]``
+    (one decimal; none for counts of 100 and more), then a line saying which intervals."""
     metrics = [m for m in METRICS if any(m in r for r in rows)]
     head = list(group) + ["episodes"] + [LABELS[m] for m in metrics]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -59,8 +106,9 @@ def markdown_table(rows: list[dict[str, Any]], group: Sequence[str] = GROUP) -> 
                 cells.append("")
                 continue
             scale = 100 if m in PERCENT else 1
-            mean, ci = r[m][0] * scale, r[m][1] * scale
-            digits = 0 if m not in PERCENT and abs(mean) >= 100 else 1  # 41234 ± 812, 5.4 ± 0.2
-            cells.append(f"{mean:.{digits}f} ± {ci:.{digits}f}")
+            mean, low, high = (x * scale for x in r[m][:3])
+            digits = 0 if m not in PERCENT and abs(mean) >= 100 else 1  # 41234 [40422, 42046], 5.4 [5.2, 5.6]
+            bounds = "n/a" if math.isnan(low) else f"{low:.{digits}f}, {high:.{digits}f}"
+            cells.append(f"{mean:.{digits}f} [{bounds}]")
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + ["", FOOTNOTE])

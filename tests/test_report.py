@@ -36,7 +36,7 @@ def test_report_rebuilds_a_run_in_place(runs, capsys):
     report([str(runs / "test")])
     assert (runs / "test" / "table.md").read_text() == table
     assert png(runs / "test" / "f1_vs_objectives.png")
-    assert "| oracle | memory | 1 | 3 | 100.0 ± 0.0 |" in capsys.readouterr().out
+    assert "| oracle | memory | 1 | 3 | 100.0 [43.9, 100.0] |" in capsys.readouterr().out
 
 
 def test_report_puts_runs_side_by_side(runs, tmp_path):
@@ -45,8 +45,10 @@ def test_report_puts_runs_side_by_side(runs, tmp_path):
     assert {r["run"] for r in rows} == {"generated-test", "generated-train"}
     table = (tmp_path / "table.md").read_text().splitlines()
     assert table[0].startswith("| run | agent | context | objectives | episodes | EM % |")
-    assert "| generated-train | oracle | memory | 2 | 3 | 100.0 ± 0.0 |" in "\n".join(table)
-    assert len(json.loads((tmp_path / "results.json").read_text())) == 8
+    assert "| generated-train | oracle | memory | 2 | 3 | 100.0 [43.9, 100.0] |" in "\n".join(table)
+    assert table[-1].startswith("Cells: mean [95% interval]")
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert len(saved) == 8 and saved[0]["em"]["interval"] == "wilson" and 0 <= saved[0]["em"]["low"] <= 1
     assert png(tmp_path / "f1_vs_objectives.png") and png(tmp_path / "cost_vs_objectives.png")
 
 
@@ -61,3 +63,27 @@ def test_report_of_a_folder_that_is_not_a_run(tmp_path, capsys):
         report([str(tmp_path)])
     assert exit_info.value.code == 2
     assert f"{tmp_path} is not a benchmark run: no episodes.jsonl in it" in capsys.readouterr().err
+
+
+def test_plots_explain_their_bands_and_keep_them_in_range():
+    from benchmarks.plots import figures
+    from benchmarks.summary import summarize
+
+    def episodes(agent, context, k, f1):
+        return [{"agent": agent, "context": context, "objectives": k, "em": v, "f1": v, "total_chars": 100.0 * (i + 1),
+                 "peak_chars": 50.0} for i, v in enumerate(f1)]
+
+    weak = [1.0] * 2 + [0.0] * 18  # 10%: a normal band would dip below 0
+    rows = summarize([e for k in (1, 2) for e in episodes("oracle", "memory", k, [1.0] * 20)
+                      + episodes("oracle", "full", k, [1.0] * 20) + episodes("weak", "memory", k, weak)])
+    figs = figures({"generated-test": rows})
+    f1, cost = figs["f1_vs_objectives"], figs["cost_vs_objectives"]
+    assert "95%" in f1._suptitle.get_text() and "Wilson" in f1._suptitle.get_text()
+    assert f1.axes[0].get_title() == "generated-test: 20 episodes per point"
+    assert [ax.get_ylabel() for ax in cost.axes] == ["total chars per episode", "peak chars per episode"]
+    bands = f1.axes[0].collections
+    assert len(bands) == 3 and all(0 <= y <= 100 for b in bands for y in b.get_paths()[0].vertices[:, 1])
+    memory, full = (line for line in f1.axes[0].lines if line.get_label().startswith("oracle"))
+    assert list(memory.get_ydata()) == list(full.get_ydata())  # the same scores...
+    assert memory.get_linestyle() != full.get_linestyle() and memory.get_marker() != full.get_marker()
+    assert all(a != b for a, b in zip(memory.get_xdata(), full.get_xdata()))  # ...still both visible
