@@ -1,11 +1,23 @@
-"""Gymnasium spaces that tell the truth about a text environment: free text in, chat messages out."""
+"""Gymnasium spaces that tell the truth about a text environment: free text in, chat messages out.
+
+Both register Gymnasium's shared-memory functions, so ``AsyncVectorEnv`` (and ``gym.make_vec(...,
+vectorization_mode="async")``) works with its defaults: each environment gets a fixed slot of bytes
+(``max_bytes``) holding its observation as UTF-8 (JSON for chat messages), and the batch read back
+is a live view decoded on access, as Gymnasium's array views are.
+"""
 
 from __future__ import annotations
 
+import json
+import multiprocessing as mp
+from collections.abc import Sequence
+from ctypes import c_uint8
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Space
+from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
 # Sampled text mixes protocol tags with plain and non-ASCII characters, so random actions probe
 # the parser instead of being trivially invalid.
@@ -22,7 +34,14 @@ class FreeText(Space[str]):
 
     def __init__(self, max_length: int = 1 << 20, seed: int | np.random.Generator | None = None):
         self.max_length = max_length
+        self.max_bytes = 4 * max_length  # UTF-8 takes at most 4 bytes a character
         super().__init__(seed=seed)
+
+    def to_bytes(self, x: str) -> bytes:
+        return x.encode()
+
+    def from_bytes(self, data: bytes) -> str:
+        return data.decode()
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
         return _random_text(self.np_random, 32)[: self.max_length]
@@ -38,13 +57,21 @@ class FreeText(Space[str]):
 
 
 class ChatMessages(Space[list]):
-    """A list of ``{"role": ..., "content": str}`` chat messages, roles from ``roles``."""
+    """A list of ``{"role": ..., "content": str}`` chat messages, roles from ``roles``, at most ``max_bytes``
+    as UTF-8 JSON (the shared memory ``AsyncVectorEnv`` gives each environment's observation)."""
 
     def __init__(self, roles: tuple[str, ...] = ("system", "user", "assistant"), max_messages: int | None = None,
-                 seed: int | np.random.Generator | None = None):
+                 max_bytes: int = 1 << 20, seed: int | np.random.Generator | None = None):
         self.roles = roles
         self.max_messages = max_messages
+        self.max_bytes = max_bytes
         super().__init__(seed=seed)
+
+    def to_bytes(self, x: list) -> bytes:
+        return json.dumps(x, ensure_ascii=False).encode()
+
+    def from_bytes(self, data: bytes) -> list:
+        return json.loads(data)
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, str]]:
         n = int(self.np_random.integers(1, min(self.max_messages or 6, 6) + 1))
@@ -60,10 +87,62 @@ class ChatMessages(Space[list]):
                 and m["role"] in self.roles and isinstance(m["content"], str)
                 for m in x
             )
+            and len(self.to_bytes(x)) <= self.max_bytes
         )
 
     def __repr__(self) -> str:
-        return f"ChatMessages(roles={self.roles}, max_messages={self.max_messages})"
+        return f"ChatMessages(roles={self.roles}, max_messages={self.max_messages}, max_bytes={self.max_bytes})"
 
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, ChatMessages) and (other.roles, other.max_messages) == (self.roles, self.max_messages)
+        return isinstance(other, ChatMessages) and (
+            (other.roles, other.max_messages, other.max_bytes) == (self.roles, self.max_messages, self.max_bytes))
+
+
+# ---- shared memory for AsyncVectorEnv --------------------------------------------------------
+TextSpace = FreeText | ChatMessages
+_LENGTH = 8  # bytes before each slot's payload: the payload's length
+
+
+class SharedBatch(Sequence):
+    """The batch in shared memory: item ``i`` is decoded from environment ``i``'s slot when read. A deep
+    copy (what ``AsyncVectorEnv`` returns by default) is a plain tuple, like a synchronous batch."""
+
+    def __init__(self, space: TextSpace, memory: Any, n: int):
+        self.space, self.slots = space, np.frombuffer(memory.get_obj(), dtype=np.uint8).reshape(n, -1)
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        slot = self.slots[i]
+        length = int.from_bytes(slot[:_LENGTH].tobytes(), "little")
+        return self.space.from_bytes(slot[_LENGTH:_LENGTH + length].tobytes())
+
+    def __deepcopy__(self, memo: dict) -> tuple:
+        return tuple(self)
+
+
+@create_shared_memory.register(FreeText)
+@create_shared_memory.register(ChatMessages)
+def _create_text_memory(space: TextSpace, n: int = 1, ctx: ModuleType = mp) -> Any:
+    return ctx.Array(c_uint8, n * (_LENGTH + space.max_bytes))
+
+
+@read_from_shared_memory.register(FreeText)
+@read_from_shared_memory.register(ChatMessages)
+def _read_text_memory(space: TextSpace, shared_memory: Any, n: int = 1) -> SharedBatch:
+    return SharedBatch(space, shared_memory, n)
+
+
+@write_to_shared_memory.register(FreeText)
+@write_to_shared_memory.register(ChatMessages)
+def _write_text_memory(space: TextSpace, index: int, value: Any, shared_memory: Any) -> None:
+    data = space.to_bytes(value)
+    if len(data) > space.max_bytes:
+        raise ValueError(f"an observation of {len(data)} bytes does not fit the {space.max_bytes} bytes of shared "
+                         "memory per env; vectorise with vector_kwargs={'shared_memory': False}")
+    slot = np.frombuffer(shared_memory.get_obj(), dtype=np.uint8).reshape(-1, _LENGTH + space.max_bytes)[index]
+    slot[:_LENGTH] = np.frombuffer(len(data).to_bytes(_LENGTH, "little"), dtype=np.uint8)
+    slot[_LENGTH:_LENGTH + len(data)] = np.frombuffer(data, dtype=np.uint8)
