@@ -4,7 +4,7 @@
 the generated default task.
 """
 
-from gymnasium.envs.registration import register
+from gymnasium.envs.registration import WrapperSpec, register
 
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.protocol import RULES, check_trajectory, extract_answer, parse_turn
@@ -12,7 +12,10 @@ from mempo_env.reward import exact_match, f1_score, normalize_answer, score_answ
 from mempo_env.types import Document, OracleStep, QARecord, QATask
 from mempo_env.views import full_view, mem_context, prepare_prompt, render_prompt
 
-register(id="MemSearchQA-v0", entry_point="mempo_env.env:MemSearchQAEnv")
+# The turn budget is the env's own ``max_turns`` (spec.max_episode_steps stays None); an episode that
+# ``gym.make(..., max_episode_steps=N)``'s TimeLimit truncates still ends with its metrics.
+register(id="MemSearchQA-v0", entry_point="mempo_env.env:MemSearchQAEnv", additional_wrappers=(
+    WrapperSpec("EndOfEpisodeInfo", "mempo_env.wrappers:EndOfEpisodeInfo", {}),))
 
 __all__ = [
     "RULES", "Document", "MemSearchQAEnv", "OracleStep", "QARecord", "QATask", "check_trajectory",

@@ -265,11 +265,18 @@ class MemSearchQAEnv(gym.Env[list, str]):
         }
         reward = 0.0
         if self._done:
-            info.update(self._final(turn.argument if answered else None))
-            if self.max_context_tokens is not None:
-                info["context_overflow"] = overflow
+            info.update(self._final(turn.argument if answered else None, overflow))
             reward = float(info["score"])
         return self._view(), reward, terminated, truncated, info
+
+    def truncate(self) -> dict[str, Any]:
+        """End the running episode unanswered, for a wrapper that truncates it (``TimeLimit``), and return
+        the end-of-episode info the env's own turn budget gives (score 0); ``wrappers.EndOfEpisodeInfo``
+        adds it to the final ``info``."""
+        if self._done:
+            raise RuntimeError("the episode is over (or never started): call reset() first")
+        self._done = True
+        return self._final(None)
 
     def _act(self, turn: Turn) -> tuple[str | None, list[str]]:
         """The environment's reply to a turn and the ids of the documents it shows."""
@@ -334,7 +341,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
             self._cost["total_tokens"] += tokens
             self._cost["peak_tokens"] = max(self._cost["peak_tokens"], tokens)
 
-    def _final(self, answer: str | None) -> dict[str, Any]:
+    def _final(self, answer: str | None, overflow: bool = False) -> dict[str, Any]:
         report = check_trajectory(self._turns, require_search=self.require_search)
         result = score_answer(answer, self._target)
         ok = report.ok
@@ -352,6 +359,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
         }
         if self.tokenizer is None:
             del final["total_tokens"], final["peak_tokens"]
+        if self.max_context_tokens is not None:
+            final["context_overflow"] = overflow
         return final
 
     # ---- views ---------------------------------------------------------------------------

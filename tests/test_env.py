@@ -437,3 +437,16 @@ def test_full_history_is_tokenised_once_not_every_turn():
         env.step(act("x " * 5000, "search", "Zorb"))
     history = sum(len(m["content"]) for m in env.messages)
     assert tok.chars < 3 * history  # each action twice (as written, as a message), each reply once
+
+
+@pytest.mark.parametrize("limit", [{"max_episode_steps": 2}, {"max_turns": 2}])
+def test_a_truncated_episode_ends_with_its_metrics_whoever_truncates_it(limit):
+    """The env's own turn budget and gym.make's TimeLimit end an episode with the same final info."""
+    env = gym.make("MemSearchQA-v0", **limit)
+    env.reset(seed=0)
+    assert not any(env.step(act("m", "search", "x"))[2:4])
+    _, reward, terminated, truncated, info = env.step(act("m", "search", "y"))
+    assert truncated and not terminated and reward == 0.0
+    assert (info["score"], info["em"], info["f1"], info["answer"], info["n_turns"]) == (0, 0.0, 0.0, None, 2)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.unwrapped.step(T1)
