@@ -99,7 +99,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
                 ``~/.cache/mempo_env``, ``None`` disables the cache.
             context: ``"memory"`` (prepare_prompt view) or ``"full"`` (whole history) observations.
             prompt: prompt template name (``"train"``, ``"eval"`` or a versioned name).
-            max_turns: turn budget; the episode is truncated when it runs out.
+            max_turns: turn budget; the episode is truncated when it runs out (a ``TimeLimit`` from
+                ``gym.make(..., max_episode_steps=N)`` may cut it shorter, with the same final ``info``).
             topk: documents per search.
             obs_budget: characters of one tool response (search results share it equally).
             objectives: questions per episode; answers are ``;``-separated in question order.

@@ -2,9 +2,10 @@
 memory for the text spaces, and the list-of-infos view that batched agents use."""
 
 import copy
+import re
+from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
 import pytest
 from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
@@ -12,32 +13,21 @@ import mempo_env  # noqa: F401
 from mempo_env.spaces import ChatMessages, FreeText
 
 
-def rollout(mode: str, num_envs: int = 2, episodes: int = 4) -> list[dict]:
-    """The vectorised rollout of docs/environment.md ("Vectorised environments"), with a scripted agent."""
-    from gymnasium.vector import AutoresetMode
-    from gymnasium.wrappers.vector import DictInfoToList
-
-    from agents import make_agent
-
-    agent = make_agent("oracle")
-    envs = DictInfoToList(gym.make_vec("MemSearchQA-v0", num_envs=num_envs, vectorization_mode=mode,
-                                       vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}))
-    obs, infos = envs.reset(seed=0)
-    finished = []
-    while len(finished) < episodes:
-        actions = agent.act_batch(list(obs), infos)  # one list of infos, one dict per env
-        obs, rewards, terminated, truncated, infos = envs.step(tuple(actions))
-        finished += [infos[i]["final_info"] for i in np.flatnonzero(terminated | truncated)]
-    envs.close()
-    return finished
+def docs_example() -> str:
+    """The vectorised rollout of docs/environment.md ("Vectorised environments")."""
+    text = (Path(__file__).parents[1] / "docs" / "environment.md").read_text()
+    return re.search(r"## Vectorised environments.*?```python\n(.*?)```", text, re.S).group(1)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_oracle_solves_its_episodes_in_a_vector_env(mode):
-    finished = rollout(mode)
-    assert len(finished) >= 4
+def test_the_documented_oracle_rollout_solves_its_episodes(mode):
+    code = docs_example()
+    assert 'vectorization_mode="async"' in code
+    scope = {}
+    exec(code.replace('vectorization_mode="async"', f'vectorization_mode="{mode}"'), scope)
+    finished = scope["finished"]
+    assert len(finished) >= 8 and len({ep["objectives"][0]["id"] for ep in finished}) > 1  # new questions
     assert all(ep["score"] == len(ep["objectives"]) and ep["em"] == 1.0 for ep in finished)
-    assert len({ep["objectives"][0]["id"] for ep in finished}) > 1  # reset to new questions, not replayed
 
 
 def test_async_and_sync_vector_envs_agree():
