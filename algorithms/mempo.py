@@ -18,32 +18,21 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 import tyro
-from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agents.backends import check_backend_spec, make_backend
+from agents.backends import check_backend_spec
 from agents.scripted import ANSWERING
-from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
-from algorithms.batch import AGGREGATIONS, build_samples, collate
-from algorithms.compute import Setting, candidates, fastest, num_threads
-from algorithms.evaluate import evaluate_policy
-from algorithms.loss import ppo_loss, token_logprobs
-from algorithms.memory_reward import answer_probabilities, scored_turns
-from algorithms.rollout import collect_rollouts, encode
-from algorithms.sft import default_warmup
-from benchmarks.run import load_done, write_atomic
-from benchmarks.summary import markdown_table, mean_ci, summarize
-from mempo_env.env import MemSearchQAEnv
-from mempo_env.retrieval import make_retriever
-from mempo_env.tasks import make_generated_task
-from mempo_env.views import render_prompt
+from algorithms.tracking import Tracker, check_loggers
+from mempo_env.tasks import make_generated_task, resolve_task
+from mempo_env.types import QATask
+
+# torch, transformers and scipy (seconds to import) come with train(): --help stays fast.
 
 
 @dataclass
@@ -58,6 +47,19 @@ class Config:
     """a run directory to continue from its last checkpoint (its saved config is used)"""
     seed: int = 0
     """seeds question sampling, generation and torch"""
+    dataset: str = "generated"
+    """what to train on: "generated", a shared set ("hotpotqa", "musique", ...: mempo_env.tasks.resolve_task)
+    or a question file (with --corpus unless its rows carry their paragraphs)"""
+    corpus: str = ""
+    """corpus file for a --dataset question file, or in place of a shared set's own"""
+    split: str = ""
+    """the training split; empty: "train" of the generated task, a shared set's default file ("hotpotqa": dev)"""
+    eval_split: str = ""
+    """the held-out evaluation split ("test" of the generated task; "dev" of a shared set trained on
+    "train100"); empty for a real dataset: the eval_fraction share of the training split's questions,
+    which the learner then never trains on"""
+    eval_fraction: float = 0.2
+    """share of the questions held out for the evaluation when a real dataset has no --eval-split"""
     task_seed: int = 0
     """which generated world"""
     hops: int = 1
@@ -114,6 +116,9 @@ class Config:
     """steps between checkpoints"""
     eval_episodes: int = 200
     """held-out episodes for the final warm-up vs trained table (0: skip)"""
+    log: tuple[str, ...] = ()
+    """also log every step to "tensorboard" (RUN_DIR/tensorboard) and/or "wandb" (WANDB_MODE=offline works
+    offline): optional extras, algorithms/tracking.py"""
     threads: int = 0
     """torch threads; 0: timed at start-up, 1 against every core, once for generation and once for the
     update (algorithms/compute.py). The learner computes in fp32 on every CPU: its PPO ratio compares
@@ -136,14 +141,21 @@ class Config:
             raise ValueError(f"algo must be 'mempo' or 'grpo', not {self.algo!r}")
         if self.context not in ("memory", "full"):
             raise ValueError(f"context must be 'memory' or 'full', not {self.context!r}")
+        from algorithms.batch import AGGREGATIONS  # imports torch: only when a Config is made
+
         if self.agg not in AGGREGATIONS:
             raise ValueError(f"agg must be one of {AGGREGATIONS}, not {self.agg!r}")
+        if not 0 < self.eval_fraction < 1:
+            raise ValueError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
+        check_loggers(self.log)
         self.run_dir = self.run_dir or f"runs/{self.algo}"
 
 
 # ---- checkpoints: model, optimizer, RNG, step; the data position is a function of the step ----
 def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, optimizer: Any, step: int) -> None:
     """Written to a temporary folder and renamed, so a kill never leaves a half-written checkpoint."""
+    import torch
+
     tmp = Path(tempfile.mkdtemp(prefix=".ckpt-", dir=run_dir))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
@@ -166,13 +178,67 @@ def load_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
+def held_out(task: QATask, fraction: float, seed: int = 0) -> tuple[QATask, QATask]:
+    """``task`` split in two by a fixed shuffle: the rest to train on, ``fraction`` of it to evaluate on."""
+    order = np.random.default_rng(seed).permutation(len(task.questions))
+    cut = round(fraction * len(task.questions))
+    if not 0 < cut < len(task.questions):
+        raise ValueError(f"eval_fraction {fraction} of {task.name!r}'s {len(task.questions)} questions leaves "
+                         "nothing to train or to evaluate on")
+    pick = lambda idx: [task.questions[i] for i in sorted(idx)]  # noqa: E731
+    return (QATask(f"{task.name}[train]", pick(order[cut:]), task.corpus),
+            QATask(f"{task.name}[held-out]", pick(order[:cut]), task.corpus))
+
+
+def datasets(cfg: Config) -> tuple[QATask, QATask]:
+    """The training task and the held-out evaluation task, which share no question: the generated task's
+    train and test splits (``split``/``eval_split`` if given), a real dataset's ``split`` and
+    ``eval_split``, or, without ``eval_split``, its ``split`` cut in two by ``held_out``."""
+    if cfg.dataset == "generated":
+        if cfg.corpus:
+            raise ValueError(f"the generated task brings its own corpus; --corpus {cfg.corpus} would be ignored")
+        train_, test = (make_generated_task(split, seed=cfg.task_seed, hops=cfg.hops)
+                        for split in (cfg.split or "train", cfg.eval_split or "test"))
+    elif cfg.eval_split:
+        train_, test = (resolve_task(cfg.dataset, corpus=cfg.corpus or None, split=split)
+                        for split in (cfg.split or None, cfg.eval_split))
+    else:
+        train_, test = held_out(resolve_task(cfg.dataset, corpus=cfg.corpus or None, split=cfg.split or None),
+                                cfg.eval_fraction)
+    if shared := {q.id for q in train_.questions} & {q.id for q in test.questions}:
+        raise ValueError(f"--eval-split {cfg.eval_split!r} shares {len(shared)} questions with the training "
+                         f"split ({train_.name}): the evaluation needs questions the learner never trained on")
+    return train_, test
+
+
 def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]:
     """The step's question groups, a pure function of (seed, step): a resumed run sees the same data."""
     rng = np.random.default_rng([cfg.seed, step])
     return [rng.choice(n_questions, cfg.objectives, replace=False).tolist() for _ in range(cfg.questions_per_step)]
 
 
-def train(cfg: Config) -> dict[str, Any]:
+def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, Any]:
+    """Train, checkpoint and evaluate as ``cfg`` says; ``data``: ``datasets(cfg)``, if already loaded."""
+    import torch
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agents.backends import make_backend
+    from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
+    from algorithms.batch import build_samples, collate
+    from algorithms.compute import Setting, candidates, fastest, num_threads
+    from algorithms.evaluate import evaluate_policy
+    from algorithms.loss import ppo_loss, token_logprobs
+    from algorithms.memory_reward import answer_probabilities, scored_turns
+    from algorithms.rollout import collect_rollouts, encode
+    from algorithms.sft import default_warmup
+    from benchmarks.run import load_done, write_atomic
+    from benchmarks.summary import markdown_table, mean_ci, summarize
+    from mempo_env.env import MemSearchQAEnv
+    from mempo_env.retrieval import make_retriever
+    from mempo_env.views import render_prompt
+
+    task, test = data or datasets(cfg)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
@@ -202,7 +268,6 @@ def train(cfg: Config) -> dict[str, Any]:
     backend = make_backend(cfg.backend, model, tokenizer)
 
     # 2. The environment: one per rollout, sharing the task and the search index.
-    task = make_generated_task("train", seed=cfg.task_seed, hops=cfg.hops)
     retriever = make_retriever(None, task.corpus)
     envs = [MemSearchQAEnv(task, retriever=retriever, objectives=cfg.objectives, context=cfg.context,
                            max_turns=cfg.max_turns, tokenizer=tokenizer)
@@ -224,14 +289,17 @@ def train(cfg: Config) -> dict[str, Any]:
     kept = [m for m in load_done(metrics_path) if m["step"] <= start]
     write_atomic(metrics_path, "".join(json.dumps(m) + "\n" for m in kept))  # a kill here loses no line
 
+    tracker = Tracker(run_dir, cfg.log, dataclasses.asdict(cfg))
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=cfg.algo)
     for step in bar:
         # 3. Rollouts: G episodes per question group, generated in lockstep.
+        times = {"step_s": time.perf_counter(), "rollout_s": time.perf_counter()}
         groups = question_groups(cfg, step, len(task.questions))
         with num_threads(generation.threads):
             rollouts = collect_rollouts(backend, envs, groups, max_new_tokens=cfg.max_new_tokens,
                                         temperature=cfg.temperature, top_p=cfg.top_p,
                                         seed=cfg.seed * 100_003 + step, include_mem_tags=cfg.mem_include_tags)
+        times["rollout_s"] = time.perf_counter() - times["rollout_s"]
         with num_threads(update.threads):  # the scoring pass and the update: long sequences
             group_ids = torch.tensor([r.group for r in rollouts])
 
@@ -240,6 +308,7 @@ def train(cfg: Config) -> dict[str, Any]:
 
             # 5. Memory advantage (MemPO): P(gold | memory) - P(gold | full history), per scored turn,
             #    normalised over all scored turns of the same question; added to that turn's <mem> tokens.
+            times["memory_reward_s"] = time.perf_counter()
             a_mem: dict[tuple[int, int], float] = {}
             mem_stats: dict[str, float] = {}
             if cfg.algo == "mempo":
@@ -253,7 +322,10 @@ def train(cfg: Config) -> dict[str, Any]:
                     mem_stats = {"p_mem": float(np.mean(p_mem)), "p_full": float(np.mean(p_full)),
                                  "r_mem": r_mem.mean().item()}
 
+            times["memory_reward_s"] = time.perf_counter() - times["memory_reward_s"]
+
             # 6. PPO-clip + KL on the exact generated tokens; prompt and tool tokens are masked out.
+            times["update_s"] = time.perf_counter()
             samples = build_samples(rollouts, a_out.tolist(), a_mem, cfg.context, cfg.agg)
             batches = [collate(samples[i : i + cfg.microbatch_size], tokenizer.pad_token_id)
                        for i in range(0, len(samples), cfg.microbatch_size)]
@@ -282,7 +354,11 @@ def train(cfg: Config) -> dict[str, Any]:
                     stats_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                     optimizer.step()
             model.eval()
+            times["update_s"] = time.perf_counter() - times["update_s"]
+            times["sync_s"] = time.perf_counter()
             backend.update_weights(model)  # 7. the rollout engine generates with the new weights
+            times["sync_s"] = time.perf_counter() - times["sync_s"]
+        times["step_s"] = time.perf_counter() - times["step_s"]
 
         infos = [r.info for r in rollouts]
         metrics = {
@@ -296,10 +372,11 @@ def train(cfg: Config) -> dict[str, Any]:
             "grad_norm": float(stats_norm),
             **{k: float(np.mean([s[k] for s in loss_stats])) for k in loss_stats[0]},
             **mem_stats,
-            **({"sync_s": backend.last_sync_s} if getattr(backend, "last_sync_s", None) is not None else {}),
+            **times,  # seconds: rollouts, memory reward scoring, update (reference pass included), weight sync
         }
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
+        tracker.log(metrics, step + 1)
         bar.set_postfix(reward=f"{metrics['reward']:.2f}", em=f"{metrics['em']:.2f}",
                         tokens=f"{metrics['total_tokens']:.0f}")
         if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
@@ -308,7 +385,6 @@ def train(cfg: Config) -> dict[str, Any]:
     # 8. Held-out evaluation, memory view: the starting policy vs the trained one, same questions.
     result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps}
     if cfg.eval_episodes:
-        test = make_generated_task("test", seed=cfg.task_seed, hops=cfg.hops)
         with num_threads(generation.threads):
             infos = {name: evaluate_policy(make_backend("hf", weights, tokenizer), test, episodes=cfg.eval_episodes,
                                            objectives=cfg.objectives, max_turns=cfg.max_turns,
@@ -324,7 +400,11 @@ def train(cfg: Config) -> dict[str, Any]:
         text = markdown_table(rows) + "\n\ntrained - start, paired on the same questions (95% CI): " + ", ".join(
             f"{m.upper()} {100 * g:+.1f} ± {100 * ci:.1f} points" for m, (g, ci) in result["gain"].items())
         (run_dir / "eval.md").write_text(text + "\n")
+        tracker.log({f"eval/{name}_{m}": row[m][0] for name, row in result["eval"].items() for m in ("em", "f1")},
+                    cfg.steps)
         print(text)
+    tracker.close()
+    print(f"written to {run_dir}")
     return result
 
 
@@ -337,11 +417,12 @@ def main(algo: str = "mempo", argv: list[str] | None = None, description: str = 
             if not saved.is_file():
                 raise ValueError(f"--resume {cfg.resume}: no config.json there (not a run directory)")
             cfg = Config(**{**json.loads(saved.read_text()), "resume": cfg.resume, "run_dir": cfg.resume})
-    except ValueError as e:  # a bad value: one line, exit 2, as argparse does
+        data = datasets(cfg)
+    except (ValueError, FileNotFoundError) as e:  # a bad value or a missing data file: one line, exit 2
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    train(cfg)
+    train(cfg, data)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from shared_data import needs_shared
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from algorithms.mempo import Config, load_checkpoint, save_checkpoint, train
@@ -19,6 +20,7 @@ from algorithms.sft import SFTConfig, ensure_warmup
 TINY = dict(questions_per_step=2, group_size=2, max_turns=4, max_new_tokens=24, minibatch_size=8,
             microbatch_size=4, eval_episodes=0)
 ROOT = Path(__file__).resolve().parents[1]
+TIMES = ("rollout_s", "memory_reward_s", "update_s", "sync_s", "step_s")
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +84,7 @@ def test_one_step_of_each_algorithm(warmup, tmp_path, algo):
     result = train(Config(algo=algo, policy=str(warmup), run_dir=str(run), steps=1, **{**TINY, "eval_episodes": 2}))
     [m] = metrics(run)
     assert m["step"] == 1 and 0 <= m["reward"] <= 2 and m["total_tokens"] > 0
+    assert all(m[k] >= 0 for k in TIMES)  # the step time split, for the loggers and the logs
     if algo == "grpo":
         assert "p_mem" not in m  # the memory term is MemPO's only
     assert (run / "checkpoint" / "model.safetensors").exists()
@@ -147,6 +150,9 @@ def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
     (["--backend", "bogus"], "unknown backend 'bogus'"),
     (["--policy", "/nonexistent"], "policy '/nonexistent' is not a model folder"),
     (["--resume", "/nonexistent"], "--resume /nonexistent: no config.json there"),
+    (["--dataset", "nope"], "unknown dataset 'nope'"),
+    (["--split", "test", "--eval-split", "test"], "--eval-split 'test' shares"),
+    (["--eval-fraction", "1"], "eval_fraction must be in (0, 1), got 1.0"),
 ])
 def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     from algorithms.mempo import main
@@ -154,3 +160,106 @@ def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main("grpo", args)
     assert exit_.value.code == 2 and message in " ".join(capsys.readouterr().err.split())
+
+
+def test_every_step_reaches_the_chosen_loggers(warmup, tmp_path, monkeypatch, capsys):
+    """train logs each metrics.jsonl line to the loggers of Config.log, and says where it wrote."""
+    import algorithms.tracking as tracking
+
+    logged, closed = [], []
+
+    class Recorder:
+        def log(self, metrics: dict, step: int) -> None:
+            logged.append((step, metrics))
+
+        def close(self) -> None:
+            closed.append(True)
+
+    monkeypatch.setattr(tracking, "check_loggers", lambda names: None)
+    monkeypatch.setitem(tracking.LOGGERS, "tensorboard", lambda run_dir, config: Recorder())
+    run = tmp_path / "run"
+    train(Config(algo="grpo", policy=str(warmup), run_dir=str(run), steps=2, log=("tensorboard",), **TINY))
+    assert [(step, m) for step, m in logged] == [(m["step"], m) for m in metrics(run)] and closed == [True]
+    assert f"written to {run}" in capsys.readouterr().out
+
+
+def test_tensorboard_writes_event_files(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from algorithms.tracking import Tracker
+
+    tracker = Tracker(tmp_path, ("tensorboard",), {"algo": "mempo"})
+    tracker.log({"step": 1, "reward": 0.5, "p_mem": 0.25, "rollout_s": 2.0}, step=1)
+    tracker.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
+    assert {"train/reward", "train/p_mem", "time/rollout_s"} <= set(events.Tags()["scalars"])
+    assert [(e.step, e.value) for e in events.Scalars("train/reward")] == [(1, 0.5)]
+
+
+def test_wandb_logs_offline(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from algorithms.tracking import Tracker
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    tracker = Tracker(tmp_path, ("wandb",), {"algo": "mempo"})
+    tracker.log({"step": 1, "reward": 0.5, "rollout_s": 2.0}, step=1)
+    tracker.close()
+    assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
+@pytest.mark.parametrize("name, package", [("tensorboard", "tensorboard"), ("wandb", "wandb")])
+def test_a_logger_without_its_package_is_one_clear_error(name, package, monkeypatch):
+    monkeypatch.setitem(sys.modules, package, None)  # import fails, as where it is not installed
+    with pytest.raises(ValueError, match=f"log {name!r} needs the {package!r} package"):
+        Config(log=(name,))
+    with pytest.raises(ValueError, match="unknown logger 'mlflow'"):
+        Config(log=("mlflow",))
+
+
+def test_cli_help_imports_no_torch():
+    """--help, and Config, cost no torch/transformers import (seconds): they come with train()."""
+    code = "import sys, algorithms.mempo, algorithms.grpo; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    help_ = subprocess.run([sys.executable, "-m", "algorithms.grpo", "--help"], cwd=ROOT, capture_output=True,
+                           text=True, check=True, env={**os.environ, "COLUMNS": "200"}).stdout
+    assert help_.startswith("usage: python -m algorithms.grpo") and "GRPO:" in help_ and "MemPO:" not in help_
+
+
+def test_the_runner_says_where_it_wrote(tmp_path, capsys):
+    from benchmarks.run import main as run_main
+
+    out = tmp_path / "eval"
+    run_main(["--agents", "oracle", "--objectives", "1", "--context", "memory", "--episodes", "1", "--no-plots",
+              "--out", str(out)])
+    assert capsys.readouterr().out.rstrip().endswith(f"written to {out}")
+
+
+def test_held_out_questions_never_train():
+    """A dataset without an evaluation split loses a fixed share of its questions to the evaluation."""
+    from algorithms.mempo import held_out
+    from mempo_env.tasks import make_generated_task
+
+    task = make_generated_task("test", hops=1)
+    train_, test = held_out(task, 0.25)
+    assert held_out(task, 0.25) == (train_, test)  # deterministic
+    ids = lambda t: {q.id for q in t.questions}  # noqa: E731
+    assert not ids(train_) & ids(test) and ids(train_) | ids(test) == ids(task)
+    assert len(test.questions) == round(0.25 * len(task.questions)) and test.corpus is task.corpus
+
+
+@needs_shared
+def test_one_step_on_a_shared_set(warmup, tmp_path):
+    """Trained on hotpotqa's train100, evaluated on a held-out share of it (a dev split would be --eval-split dev)."""
+    from algorithms.mempo import datasets
+
+    cfg = Config(dataset="hotpotqa", split="train100", eval_fraction=0.2, policy=str(warmup),
+                 run_dir=str(tmp_path / "run"), steps=1, **{**TINY, "eval_episodes": 2})
+    train_, test = datasets(cfg)
+    assert len(train_.questions) == 80 and len(test.questions) == 20
+    result = train(cfg)
+    [m] = metrics(tmp_path / "run")
+    assert m["step"] == 1 and m["total_tokens"] > 0  # the tiny policy, trained on generated questions, fails them
+    assert set(result["eval"]) == {"start", "trained"}
+    assert datasets(Config(dataset="hotpotqa", split="train100", eval_split="dev"))[1].name == "hotpotqa"
