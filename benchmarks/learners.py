@@ -124,6 +124,8 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
         raise BenchmarkError(f"learner settings: {e}") from None
     if base.steps < 1:
         raise BenchmarkError(f"steps must be at least 1, got {base.steps}")
+    if base.dataset != "generated":  # it evaluates on eval_task's generated questions
+        raise BenchmarkError(f"the comparison trains on the generated task, not dataset {base.dataset!r}")
     seeds, objectives = list(seeds), list(objectives)
     if not seeds or len(set(seeds)) < len(seeds) or any(s < 0 for s in seeds):
         raise BenchmarkError(f"seeds must be distinct non-negative integers, got {seeds}")
@@ -413,6 +415,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"written to {write_results_section(out, args.results_md)}")
     except BenchmarkError as e:
         p.error(str(e))
+    print(f"written to {out}")
     return result
 
 if __name__ == "__main__":

@@ -388,16 +388,18 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     args = p.parse_args(argv)
     try:
-        return evaluate(_agent_specs(args.agents), out_dir=args.out, dataset=args.dataset, corpus=args.corpus,
-                        split=args.split, objectives=_int_list(args.objectives, "--objectives"),
-                        contexts=[c.strip() for c in args.context.split(",")], episodes=args.episodes,
-                        seed=args.seed, prompt=args.prompt, max_turns=args.max_turns,
-                        turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
-                        max_context_tokens=args.max_context_tokens,
-                        retriever=args.retriever, record_retrieval=args.record_retrieval,
-                        replay_retrieval=args.replay_retrieval, batch_size=args.batch, plots=not args.no_plots)
+        records = evaluate(_agent_specs(args.agents), out_dir=args.out, dataset=args.dataset, corpus=args.corpus,
+                           split=args.split, objectives=_int_list(args.objectives, "--objectives"),
+                           contexts=[c.strip() for c in args.context.split(",")], episodes=args.episodes,
+                           seed=args.seed, prompt=args.prompt, max_turns=args.max_turns,
+                           turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
+                           max_context_tokens=args.max_context_tokens,
+                           retriever=args.retriever, record_retrieval=args.record_retrieval,
+                           replay_retrieval=args.replay_retrieval, batch_size=args.batch, plots=not args.no_plots)
     except BenchmarkError as e:
         p.error(str(e))
+    print(f"written to {args.out}")
+    return records
 
 
 if __name__ == "__main__":

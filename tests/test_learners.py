@@ -83,11 +83,18 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     (dict(objectives=[500]), "questions"),
     (dict(seeds=[]), "seeds"),
     (dict(split="dev"), "validation"),
+    (dict(learner={"dataset": "hotpotqa"}), "trains on the generated task"),  # it evaluates on generated questions
 ])
 def test_bad_settings_fail_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(BenchmarkError, match=message):
         compare(tmp_path / "x", **kwargs)
     assert not (tmp_path / "x").exists()
+
+
+def test_the_comparison_says_where_it_wrote(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(learners, "compare", lambda out, **kwargs: {"out": out})
+    learners.main(["--out", str(tmp_path / "cmp")])
+    assert capsys.readouterr().out.rstrip().endswith(f"written to {tmp_path / 'cmp'}")
 
 
 def test_tables_answer_the_three_questions_from_episodes():
