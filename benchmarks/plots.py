@@ -21,8 +21,10 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from benchmarks.summary import LABELS, PERCENT  # noqa: E402
 
-STYLE = {"memory": ("-", "o"), "full": ("--", "s")}  # (line style, marker) per view
-OFFSET = 0.06  # x shift between lines, in objectives: points of one horizon stay side by side
+# Per view: line style, marker, marker size, filled, x shift (a fraction of the x range). A filled dot
+# inside a hollow square, side by side, shows both views where they score the same.
+STYLE = {"memory": ("-", "o", 4, True, -0.01), "full": ("--", "s", 7, False, 0.01)}
+OTHER = (":", "^", 6, False, 0.0)
 BANDS = {"f1": "bands: 95% intervals (Wilson where every episode scored 0 or 1, else Student-t, within 0-100%)",
          "cost": "bands: 95% Student-t intervals"}
 
@@ -45,15 +47,18 @@ def _panel(ax: Any, rows: list[dict[str, Any]], metric: str, colors: dict[str, A
     for r in rows:
         lines.setdefault((r["agent"], r["context"]), []).append(r)
     scale = 100 if metric in PERCENT else 1
-    for i, ((agent, context), pts) in enumerate(lines.items()):
+    ks = [r["objectives"] for r in rows]
+    span = max(max(ks) - min(ks), 3)
+    for (agent, context), pts in lines.items():
         pts = sorted((p for p in pts if metric in p), key=lambda p: p["objectives"])
         if not pts:
             continue
-        x = [p["objectives"] + (i - (len(lines) - 1) / 2) * OFFSET for p in pts]
+        style, marker, size, filled, shift = STYLE.get(context, OTHER)
+        x = [p["objectives"] + shift * span for p in pts]
         mean, low, high = ([v * scale for v in vs] for vs in zip(*(p[metric][:3] for p in pts)))
         color = colors.setdefault(agent, f"C{len(colors)}")
-        style, marker = STYLE.get(context, (":", "^"))
-        ax.plot(x, mean, style, marker=marker, markersize=5, color=color, alpha=0.85, label=f"{agent} ({context})")
+        ax.plot(x, mean, style, marker=marker, markersize=size, markerfacecolor=color if filled else "none",
+                color=color, alpha=0.9, label=f"{agent} ({context})")
         if not any(math.isnan(v) for v in low):  # single-episode points have no interval
             ax.fill_between(x, low, high, color=color, alpha=0.12, linewidth=0)
     ax.set_xticks(sorted({r["objectives"] for r in rows}))
@@ -71,7 +76,7 @@ def figures(runs: Mapping[str, list[dict[str, Any]]]) -> dict[str, Figure]:
     for ax, (label, rows) in zip(axes[0], runs.items()):
         _panel(ax, rows, "f1", colors)
         ax.set_title(f"{label}: {_episodes(rows)} episodes per point", fontsize=10)
-        ax.set_ylim(0, 102)
+        ax.set_ylim(-2, 102)  # room for markers at 0; the bands stay within 0-100
     f1.suptitle(f"F1 against objectives per episode\n{BANDS['f1']}", fontsize=10)
 
     cost, axes = plt.subplots(2, n, figsize=(5 * n, 8), squeeze=False)
