@@ -14,8 +14,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from scipy import stats
-
 METRICS = ("em", "f1", "format_ok", "context_overflow", "n_turns", "n_searches", "total_chars", "peak_chars",
            "total_tokens", "peak_tokens")
 GROUP = ("agent", "context", "objectives")
@@ -44,6 +42,8 @@ class Interval(NamedTuple):
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     """Mean and the half-width of its 95% Student-t interval (``nan`` for fewer than 2 values: no spread to
     measure). Also for paired differences. Exactly rounded sums (``fsum``): any order gives the same numbers."""
+    from scipy import stats  # half a second to import: only when a table is made, not for a CLI's --help
+
     n = len(values)
     mean = math.fsum(values) / n
     if n < 2:
@@ -55,6 +55,8 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
 def interval(values: Sequence[float], bounded: bool = False) -> Interval:
     """The mean of ``values`` with its 95% interval: Wilson for 0/1 values of a ``bounded`` ([0, 1]) metric,
     else Student-t cut to [0, 1] (``bounded``) or at 0 (counts and sizes, never negative)."""
+    from scipy import stats
+
     n = len(values)
     if bounded and all(v in (0, 1) for v in values):
         ci = stats.binomtest(int(sum(values)), n).proportion_ci(CONFIDENCE, method="wilson")
