@@ -179,15 +179,16 @@ def load_checkpoint(run_dir: Path) -> Path | None:
 
 
 def held_out(task: QATask, fraction: float, seed: int = 0) -> tuple[QATask, QATask]:
-    """``task`` split in two by a fixed shuffle: the rest to train on, ``fraction`` of it to evaluate on."""
+    """``task`` split in two by a shuffle fixed by ``seed`` (not the training seed: every run of a dataset
+    holds out the same questions): the rest to train on, ``fraction`` of it to evaluate on."""
     order = np.random.default_rng(seed).permutation(len(task.questions))
     cut = round(fraction * len(task.questions))
     if not 0 < cut < len(task.questions):
         raise ValueError(f"eval_fraction {fraction} of {task.name!r}'s {len(task.questions)} questions leaves "
                          "nothing to train or to evaluate on")
-    pick = lambda idx: [task.questions[i] for i in sorted(idx)]  # noqa: E731
-    return (QATask(f"{task.name}[train]", pick(order[cut:]), task.corpus),
-            QATask(f"{task.name}[held-out]", pick(order[:cut]), task.corpus))
+    test = set(order[:cut].tolist())
+    return (QATask(f"{task.name}[train]", [q for i, q in enumerate(task.questions) if i not in test], task.corpus),
+            QATask(f"{task.name}[held-out]", [q for i, q in enumerate(task.questions) if i in test], task.corpus))
 
 
 def datasets(cfg: Config) -> tuple[QATask, QATask]:
@@ -209,6 +210,18 @@ def datasets(cfg: Config) -> tuple[QATask, QATask]:
         raise ValueError(f"--eval-split {cfg.eval_split!r} shares {len(shared)} questions with the training "
                          f"split ({train_.name}): the evaluation needs questions the learner never trained on")
     return train_, test
+
+
+class PhaseTimer:
+    """Seconds per phase of a step: ``lap(name)`` records the time since the previous lap (or the start)."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.times[name], self.last = now - self.last, now
 
 
 def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]:
@@ -293,13 +306,13 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=cfg.algo)
     for step in bar:
         # 3. Rollouts: G episodes per question group, generated in lockstep.
-        times = {"step_s": time.perf_counter(), "rollout_s": time.perf_counter()}
+        timer = PhaseTimer()
         groups = question_groups(cfg, step, len(task.questions))
         with num_threads(generation.threads):
             rollouts = collect_rollouts(backend, envs, groups, max_new_tokens=cfg.max_new_tokens,
                                         temperature=cfg.temperature, top_p=cfg.top_p,
                                         seed=cfg.seed * 100_003 + step, include_mem_tags=cfg.mem_include_tags)
-        times["rollout_s"] = time.perf_counter() - times["rollout_s"]
+        timer.lap("rollout_s")
         with num_threads(update.threads):  # the scoring pass and the update: long sequences
             group_ids = torch.tensor([r.group for r in rollouts])
 
@@ -308,7 +321,6 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
 
             # 5. Memory advantage (MemPO): P(gold | memory) - P(gold | full history), per scored turn,
             #    normalised over all scored turns of the same question; added to that turn's <mem> tokens.
-            times["memory_reward_s"] = time.perf_counter()
             a_mem: dict[tuple[int, int], float] = {}
             mem_stats: dict[str, float] = {}
             if cfg.algo == "mempo":
@@ -322,10 +334,9 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
                     mem_stats = {"p_mem": float(np.mean(p_mem)), "p_full": float(np.mean(p_full)),
                                  "r_mem": r_mem.mean().item()}
 
-            times["memory_reward_s"] = time.perf_counter() - times["memory_reward_s"]
+            timer.lap("memory_reward_s")
 
             # 6. PPO-clip + KL on the exact generated tokens; prompt and tool tokens are masked out.
-            times["update_s"] = time.perf_counter()
             samples = build_samples(rollouts, a_out.tolist(), a_mem, cfg.context, cfg.agg)
             batches = [collate(samples[i : i + cfg.microbatch_size], tokenizer.pad_token_id)
                        for i in range(0, len(samples), cfg.microbatch_size)]
@@ -354,11 +365,9 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
                     stats_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                     optimizer.step()
             model.eval()
-            times["update_s"] = time.perf_counter() - times["update_s"]
-            times["sync_s"] = time.perf_counter()
+            timer.lap("update_s")  # the reference pass and the PPO epochs
             backend.update_weights(model)  # 7. the rollout engine generates with the new weights
-            times["sync_s"] = time.perf_counter() - times["sync_s"]
-        times["step_s"] = time.perf_counter() - times["step_s"]
+            timer.lap("sync_s")
 
         infos = [r.info for r in rollouts]
         metrics = {
@@ -372,7 +381,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
             "grad_norm": float(stats_norm),
             **{k: float(np.mean([s[k] for s in loss_stats])) for k in loss_stats[0]},
             **mem_stats,
-            **times,  # seconds: rollouts, memory reward scoring, update (reference pass included), weight sync
+            **timer.times, "step_s": sum(timer.times.values()),
         }
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
@@ -383,7 +392,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
             save_checkpoint(run_dir, model, tokenizer, optimizer, step + 1)
 
     # 8. Held-out evaluation, memory view: the starting policy vs the trained one, same questions.
-    result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps}
+    result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps, "task": task.name, "eval_task": test.name}
     if cfg.eval_episodes:
         with num_threads(generation.threads):
             infos = {name: evaluate_policy(make_backend("hf", weights, tokenizer), test, episodes=cfg.eval_episodes,
@@ -396,7 +405,8 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
         # Both policies answered the same questions, in order: the per-episode difference is the sharper test.
         result["gain"] = {m: mean_ci([b[m] - a[m] for a, b in zip(infos["start"], infos["trained"])])
                           for m in ("em", "f1")}
-        (run_dir / "eval.json").write_text(json.dumps({"rows": rows, "gain": result["gain"]}, indent=1))
+        (run_dir / "eval.json").write_text(json.dumps({"task": test.name, "rows": rows, "gain": result["gain"]},
+                                                      indent=1))
         text = markdown_table(rows) + "\n\ntrained - start, paired on the same questions (95% CI): " + ", ".join(
             f"{m.upper()} {100 * g:+.1f} ± {100 * ci:.1f} points" for m, (g, ci) in result["gain"].items())
         (run_dir / "eval.md").write_text(text + "\n")
