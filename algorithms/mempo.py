@@ -246,7 +246,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
     from algorithms.rollout import collect_rollouts, encode
     from algorithms.sft import default_warmup
     from benchmarks.run import load_done, write_atomic
-    from benchmarks.summary import markdown_table, mean_ci, summarize
+    from benchmarks.summary import jsonable, markdown_table, mean_ci, summarize
     from mempo_env.env import MemSearchQAEnv
     from mempo_env.retrieval import make_retriever
     from mempo_env.views import render_prompt
@@ -405,10 +405,12 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
         # Both policies answered the same questions, in order: the per-episode difference is the sharper test.
         result["gain"] = {m: mean_ci([b[m] - a[m] for a, b in zip(infos["start"], infos["trained"])])
                           for m in ("em", "f1")}
-        (run_dir / "eval.json").write_text(json.dumps({"task": test.name, "rows": rows, "gain": result["gain"]},
-                                                      indent=1))
-        text = markdown_table(rows) + "\n\ntrained - start, paired on the same questions (95% CI): " + ", ".join(
-            f"{m.upper()} {100 * g:+.1f} ± {100 * ci:.1f} points" for m, (g, ci) in result["gain"].items())
+        record = {"task": test.name, "rows": jsonable(rows), "gain": result["gain"]}
+        (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
+        gains = ", ".join(f"{m.upper()} {100 * g:+.1f} ± {100 * ci:.1f} points"
+                          for m, (g, ci) in result["gain"].items())
+        text = (f"{markdown_table(rows)}\n\ntrained - start, paired on the same questions "
+                f"(95% Student-t interval): {gains}")
         (run_dir / "eval.md").write_text(text + "\n")
         tracker.log({f"eval/{name}_{m}": row[m][0] for name, row in result["eval"].items() for m in ("em", "f1")},
                     cfg.steps)

@@ -7,9 +7,9 @@ The run is the learner's default step (``algorithms.mempo.Config``: 8 questions 
 objectives, memory layout, up to 8 turns of 64 new tokens) on the warmed-up tiny policy
 (``runs/cache``, built first if missing), for ``STEPS`` steps. The shares belong to this setting:
 the tiny model's generation is bound by per-token overhead, not by batch size, so a smaller batch
-gives other shares. Timers wrap the learner's own calls (``collect_rollouts``,
-``answer_probabilities``, the backend's ``update_weights``); a step runs from the start of its
-rollouts to the end of its weight sync. The in-process HF engine shares the trainer's module, so
+gives other shares. The times are the learner's own step time split (``metrics.jsonl``:
+``rollout_s``, ``memory_reward_s``, ``sync_s`` and their step's ``step_s``), so a step runs from the
+start of its rollouts to the end of its weight sync. The in-process HF engine shares the trainer's module, so
 its sync is a no-op; ``test_weight_copy_into_a_separate_hf_engine`` shows what a copy would cost.
 """
 
@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import statistics
-import time
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,26 +33,6 @@ from algorithms import mempo  # noqa: E402
 from algorithms.sft import default_warmup  # noqa: E402
 
 STEPS = 1  # the learner's default step is over a minute on 2 CPU cores
-
-
-class Spans:
-    """Start and end times of every call of the wrapped functions, by name."""
-
-    def __init__(self) -> None:
-        self.spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
-
-    def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.spans[name].append((start, time.perf_counter()))
-
-        return timed
-
-    def mean(self, name: str) -> float:
-        return statistics.mean(end - start for start, end in self.spans[name])
 
 
 @pytest.fixture(scope="module")
@@ -73,18 +51,7 @@ VLLM = pytest.param("vllm", marks=[
 
 
 @pytest.mark.parametrize("backend", ["hf", VLLM])
-def test_training_step_breakdown(benchmark: Any, monkeypatch: Any, tmp_path: Path, start_policy: Path,
-                                 backend: str) -> None:
-    spans = Spans()
-    monkeypatch.setattr(mempo, "collect_rollouts", spans.wrap("rollouts", mempo.collect_rollouts))
-    monkeypatch.setattr(mempo, "answer_probabilities", spans.wrap("memory reward", mempo.answer_probabilities))
-
-    def timed_backend(*args: Any, **kwargs: Any) -> Any:
-        engine = make_backend(*args, **kwargs)
-        engine.update_weights = spans.wrap("weight sync", engine.update_weights)
-        return engine
-
-    monkeypatch.setattr(mempo, "make_backend", timed_backend)
+def test_training_step_breakdown(benchmark: Any, tmp_path: Path, start_policy: Path, backend: str) -> None:
     cfg = mempo.Config(policy=str(start_policy), run_dir=str(tmp_path / "run"), steps=STEPS, eval_episodes=0,
                        backend=backend)
     try:
@@ -93,18 +60,20 @@ def test_training_step_breakdown(benchmark: Any, monkeypatch: Any, tmp_path: Pat
         if "unknown backend" in str(e):
             pytest.skip(str(e))
         raise
-    for name in ("rollouts", "memory reward", "weight sync"):
-        assert len(spans.spans[name]) == STEPS, f"algorithms.mempo.train no longer calls {name} once per step"
-    step = statistics.mean(end - start for (start, _), (_, end) in zip(spans.spans["rollouts"],
-                                                                       spans.spans["weight sync"]))
+    steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(steps) == STEPS
+
+    def mean(key: str) -> float:
+        return statistics.mean(m[key] for m in steps)
+
     label = step_label(backend)
     sync = "hf: the engine shares the trainer's module" if backend == "hf" else backend
     benchmark.extra_info["parts"] = [
-        {"label": label, "seconds": step},
-        {"label": f"rollout generation ({backend})", "seconds": spans.mean("rollouts"), "vs": label, "share": True},
-        {"label": f"memory-reward forward pass ({backend})", "seconds": spans.mean("memory reward"), "vs": label,
+        {"label": label, "seconds": mean("step_s")},
+        {"label": f"rollout generation ({backend})", "seconds": mean("rollout_s"), "vs": label, "share": True},
+        {"label": f"memory-reward forward pass ({backend})", "seconds": mean("memory_reward_s"), "vs": label,
          "share": True},
-        {"label": f"weight sync ({sync})", "seconds": spans.mean("weight sync"), "vs": label, "share": True},
+        {"label": f"weight sync ({sync})", "seconds": mean("sync_s"), "vs": label, "share": True},
     ]
 
 

@@ -46,7 +46,7 @@ from algorithms.mempo import Config, load_checkpoint, train
 from algorithms.sft import default_warmup
 from benchmarks.report import BenchmarkError, load_run
 from benchmarks.run import _int_list, evaluate
-from benchmarks.summary import mean_ci, summarize
+from benchmarks.summary import jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
 from mempo_env.types import QATask
@@ -83,6 +83,8 @@ def check_run(cfg: Config) -> None:
     path = Path(cfg.run_dir) / "config.json"
     if path.exists():
         saved, now = json.loads(path.read_text()), json.loads(json.dumps(dataclasses.asdict(cfg)))
+        # a field newer than the folder had its default there
+        saved = {**json.loads(json.dumps(dataclasses.asdict(Config()))), **saved}
         changed = "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items() if saved.get(k) != v)
         if changed:
             raise BenchmarkError(f"{cfg.run_dir} holds a run with other settings ({changed}); use another --out")
@@ -268,7 +270,7 @@ TABLES = {
 def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
     n = len(settings["seeds"]) * settings["episodes"]
     lines = [describe(settings), "",
-             f"Each cell: mean ± 95% CI (normal approximation) over every evaluation episode of every training "
+             f"Each cell: mean ± 95% CI (Student-t) over every evaluation episode of every training "
              f"seed pooled: n = {len(settings['seeds'])} seeds × {settings['episodes']} episodes = {n} per arm "
              f"and horizon ({settings['episodes']} for the warm-up); mempo − grpo: per-episode differences on "
              f"the same questions; rows over several horizons: the mean of their means; % fewer and changes: "
@@ -319,8 +321,8 @@ def report(out_dir: str | Path) -> dict[str, Any]:
     tables = question_tables(records, settings["objectives"], settings["long_from"])
     rows = summarize(records)
     text = markdown(tables, settings)
-    result = {"settings": settings, "tables": tables, "arms": rows,
-              "policies": summarize(records, ("policy", "context", "objectives")), "markdown": text}
+    result = {"settings": settings, "tables": tables, "arms": jsonable(rows),
+              "policies": jsonable(summarize(records, ("policy", "context", "objectives"))), "markdown": text}
     (out / "results.json").write_text(json.dumps(result, indent=1))
     (out / "report.md").write_text(text + "\n")
     from benchmarks.plots import plot_runs  # matplotlib: imported only to plot
