@@ -267,14 +267,25 @@ TABLES = {
 }
 
 
+def text(value: tuple[float, float], scale: float, digits: int, bounded: bool) -> str:
+    """A cell: a policy's mean with its interval cut to the metric's range (F1 in [0, 1], tokens >= 0),
+    or a difference or change as mean ± half-width (it may be negative)."""
+    mean, half = value
+    if not bounded:
+        return f"{mean * scale:.{digits}f} ± {half * scale:.{digits}f}"
+    low, high = max(mean - half, 0.0), mean + half if scale == 1 else min(mean + half, 1.0)
+    return f"{mean * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+
+
 def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
     n = len(settings["seeds"]) * settings["episodes"]
     lines = [describe(settings), "",
-             f"Each cell: mean ± 95% CI (Student-t) over every evaluation episode of every training "
-             f"seed pooled: n = {len(settings['seeds'])} seeds × {settings['episodes']} episodes = {n} per arm "
-             f"and horizon ({settings['episodes']} for the warm-up); mempo − grpo: per-episode differences on "
-             f"the same questions; rows over several horizons: the mean of their means; % fewer and changes: "
-             f"intervals combined from the cells (independent)."]
+             f"F1 and token cells: mean [95% Student-t interval, cut to the metric's range] over every "
+             f"evaluation episode of every training seed pooled: n = {len(settings['seeds'])} seeds × "
+             f"{settings['episodes']} episodes = {n} per arm and horizon ({settings['episodes']} for the "
+             f"warm-up); mempo − grpo: mean ± 95% Student-t half-width of the per-episode differences on the "
+             f"same questions; rows over several horizons: the mean of their means; % fewer and changes: "
+             f"± half-widths combined from the cells (independent)."]
     for name, (title, columns) in TABLES.items():
         lines += ["", f"### {title}", ""]
         if not tables[name]:
@@ -282,7 +293,7 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
             continue
         lines += ["| objectives | " + " | ".join(h for _, h, _, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
         for row in tables[name]:
-            cells = [("–" if row[key] is None else f"{row[key][0] * s:.{d}f} ± {row[key][1] * s:.{d}f}")
+            cells = ["–" if row[key] is None else text(row[key], s, d, bounded=key in POLICIES)
                      for key, _, s, d in columns]
             lines.append(f"| {row['objectives']} | " + " | ".join(cells) + " |")
     if tables["a"] and (d := tables["a"][-1]["mempo - grpo"]) is not None:

@@ -118,3 +118,12 @@ def test_tables_answer_the_three_questions_from_episodes():
     c = tables["c"]
     assert [r["objectives"] for r in c] == ["1", "6", "8", "change 1→8"]
     assert c[-1]["mempo"] == pytest.approx((0.0, mean_ci([0.5, 0.6])[1] * 2 ** 0.5))
+
+
+def test_policy_cells_stay_in_their_range_and_differences_keep_their_sign():
+    from benchmarks.learners import text
+
+    assert text((0.005, 0.01), 100, 1, bounded=True) == "0.5 [0.0, 1.5]"  # F1 near 0: no negative bound
+    assert text((0.99, 0.03), 100, 1, bounded=True) == "99.0 [96.0, 100.0]"
+    assert text((812.0, 40.0), 1, 0, bounded=True) == "812 [772, 852]"
+    assert text((-0.02, 0.05), 100, 1, bounded=False) == "-2.0 ± 5.0"  # MemPO − GRPO may be negative
