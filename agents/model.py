@@ -95,8 +95,22 @@ def _checkpoint(path: str, gguf_file: str | None) -> tuple[str, dict[str, Any]]:
 
 
 def vllm_agent(path: str, **options: Any) -> ModelAgent:
-    """An HF checkpoint folder served by in-process vLLM; engine options go to ``vllm.LLM``."""
+    """An HF checkpoint folder served by in-process vLLM; engine options go to ``vllm.LLM``. vLLM 0.32
+    reads no GGUF: a GGUF checkpoint (as for ``hf:``) is de-quantised by transformers (float32) and
+    served from a temporary HF copy (``VLLMBackend.for_model``)."""
     from agents.backends.vllm_engine import VLLMBackend
 
     sampling, engine = _split(options)
-    return ModelAgent(VLLMBackend(path, **engine), name=f"vllm:{path}", **sampling)
+    folder, source = _checkpoint(path, engine.pop("gguf_file", None))
+    if not source:
+        return ModelAgent(VLLMBackend(path, **engine), name=f"vllm:{path}", **sampling)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **source).eval()
+    # The weights are plain tensors now, but transformers keeps a GGUF quantisation marker that makes
+    # save_pretrained refuse the model ("not serializable").
+    del model.config.quantization_config
+    model.hf_quantizer = None
+    backend = VLLMBackend.for_model(model, AutoTokenizer.from_pretrained(folder, **source), **engine)
+    return ModelAgent(backend, name=f"vllm:{path}", **sampling)

@@ -84,9 +84,9 @@ def monkeypatch_module():
         yield mp
 
 
-@pytest.mark.pretrained
-def test_plays_an_episode_through_its_own_chat_template(smol) -> None:
-    tokenizer, backend = smol.backend.tokenizer, smol.backend
+def play_through_chat_template(agent) -> None:
+    """One ``prompt="eval"`` episode; every prompt the backend saw is the ChatML rendering."""
+    tokenizer, backend = agent.backend.tokenizer, agent.backend
     assert len(tokenizer) == 49152 and "<|im_start|>" in tokenizer.chat_template  # the GGUF's own (ChatML)
     seen: list[str] = []
     generate = backend.generate
@@ -100,9 +100,23 @@ def test_plays_an_episode_through_its_own_chat_template(smol) -> None:
     observation, info = env.reset(seed=0)
     done = False
     while not done:
-        observation, reward, terminated, truncated, info = env.step(smol.act(observation, info))
+        observation, reward, terminated, truncated, info = env.step(agent.act(observation, info))
         done = terminated or truncated
     assert {"score", "em", "f1"} <= info.keys()
     system = get_prompt("eval").system
     assert seen and all(p.startswith(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n") for p in seen)
     assert all(p.endswith("<|im_end|>\n<|im_start|>assistant\n") for p in seen)
+
+
+@pytest.mark.pretrained
+def test_plays_an_episode_through_its_own_chat_template(smol) -> None:
+    play_through_chat_template(smol)
+
+
+@pytest.mark.pretrained
+@pytest.mark.vllm
+def test_vllm_plays_an_episode_through_its_own_chat_template(monkeypatch_module) -> None:
+    pytest.importorskip("vllm")
+    monkeypatch_module.setenv("HF_HUB_OFFLINE", "1")
+    agent = make_agent(f"vllm:{smollm2_gguf()}#enforce_eager=true#max_model_len=2048#max_new_tokens=48")
+    play_through_chat_template(agent)
