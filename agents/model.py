@@ -3,7 +3,8 @@
 The observation is rendered with the model's chat template (``mempo_env.views.render_prompt``) and
 the response is generated up to the closing action tag, greedy by default, all live episodes of a
 benchmark step in one batch. The action is the decoded response less a turn-ending end-of-sequence
-token (``action_text``), which the chat template, not the model's text, carries.
+token (``action_text``), which the chat template, not the model's text, carries; the learners'
+rollouts and held-out evaluation act the same way, so a checkpoint scores here what it scored there.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.backends.base import PolicyBackend
-from agents.model import STOP
+from agents.backends.base import Generation, PolicyBackend
+from agents.model import STOP, action_text
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.views import Message, render_prompt
 
@@ -74,9 +74,9 @@ class _Episode:
         self.prompt_ids = encode(tokenizer, render_prompt(obs, tokenizer))
         self.done = False
 
-    def step(self, response_ids: list[int], logprobs: list[float]) -> None:
-        tok = self.tokenizer
-        action = tok.decode(response_ids)
+    def step(self, generation: Generation) -> None:
+        tok, response_ids, logprobs = self.tokenizer, generation.token_ids, generation.logprobs
+        action = action_text(generation, tok)  # as the benchmark's model agents act: no turn-ending eos
         obs, _, terminated, truncated, info = self.env.step(action)
         self.rollout.turns.append(TurnRecord(
             self.prompt_ids, response_ids, logprobs, mem_token_span(tok, response_ids, self.include_tags),
@@ -89,7 +89,8 @@ class _Episode:
             self.prompt_ids = encode(tok, render_prompt(obs, tok))
         else:  # extend the running sequence by the environment's reply, tokenised once
             history = self.env.messages  # the response as stored: an invalid turn's look-alikes neutralised
-            before = render_prompt(info["full_context"], tok) + history[len(info["full_context"])]["content"]
+            ended = generation.text[len(action):]  # a turn-ending eos: the template's own end of the turn
+            before = render_prompt(info["full_context"], tok) + history[len(info["full_context"])]["content"] + ended
             after = render_prompt(history, tok)
             if not after.startswith(before):
                 raise ValueError("the chat template does not render the history as a growing prefix; "
@@ -119,6 +120,6 @@ def collect_rollouts(
                                 temperature=temperature, top_p=top_p, n=1, stop=STOP,
                                 seed=None if seed is None else seed + turn)
         for episode, (gen,) in zip(live, outs):
-            episode.step(gen.token_ids, gen.logprobs)
+            episode.step(gen)
         turn += 1
     return [e.rollout for e in episodes]

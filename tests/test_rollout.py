@@ -52,8 +52,9 @@ def rollouts(tokenizer, context, n=2):
 
 
 def test_full_layout_takes_a_turn_ended_by_the_eos_token(tokenizer):
-    """A turn that ends on <|im_end|> (no action) is invalid and stored neutralised; the running
-    sequence keeps the tokens the policy generated and still grows by the environment's reply."""
+    """A turn that the policy ends with its eos token (<|im_end|>, no action) is invalid; the action is
+    its text less that token, as the benchmark's agents act, and the running sequence keeps the
+    generated tokens, the eos standing for the template's end of the turn, then the reply."""
     backend = ScriptedBackend(tokenizer, ["<mem>x</mem><think>y</think><|im_end|>", *TURNS])
     env = MemSearchQAEnv(TASK, objectives=2, context="full", tokenizer=tokenizer, cache_dir=None)
     [r] = collect_rollouts(backend, [env], [[0, 1]])
@@ -62,6 +63,8 @@ def test_full_layout_takes_a_turn_ended_by_the_eos_token(tokenizer):
     assert second.prompt_ids[: len(first.prompt_ids) + len(first.response_ids)] == \
         first.prompt_ids + first.response_ids
     assert tokenizer.decode(second.prompt_ids).count("<|im_start|>") == len(second.full_context) + 1
+    assert second.full_context[-2]["content"] == "<mem>x</mem><think>y</think>"  # no eos in the action
+    assert tokenizer.decode(second.prompt_ids) == render_prompt(second.full_context, tokenizer)
 
 
 def test_mem_span_aligns_with_the_decoded_text(tokenizer):
