@@ -20,7 +20,8 @@ def make_agent(spec: str) -> Agent:
 
     - ``oracle``, ``weak``, ``random`` or ``random:SEED``: scripted;
     - ``hf:PATH``: an HF checkpoint with transformers (options: ``max_new_tokens``, ``temperature``,
-      ``top_p``, ``seed``, ``dtype``, ``device``, ``batch_size``);
+      ``top_p``, ``seed``, ``dtype``, ``device``, ``batch_size``); a GGUF checkpoint is
+      ``hf:FILE.gguf`` or ``hf:DIR#gguf_file=NAME.gguf`` (the ``pretrained`` extra);
     - ``vllm:PATH``: the same with in-process vLLM (sampling options as above; others go to
       ``vllm.LLM``, e.g. ``enforce_eager=true``, ``max_model_len=4096``);
     - ``openai:URL#MODEL``: an OpenAI-compatible server, e.g.
