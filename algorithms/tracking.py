@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
-
 
 class Logger(Protocol):
     def log(self, metrics: dict[str, float], step: int) -> None: ...
@@ -71,10 +69,10 @@ def check_loggers(names: Sequence[str]) -> None:
         if name not in LOGGERS:
             raise ValueError(f"unknown logger {name!r}; known: {', '.join(LOGGERS)}")
         try:
-            importlib.import_module(PACKAGES[name])
+            importlib.import_module(name)  # each logger's package bears its name
         except ImportError:
-            raise ValueError(f"log {name!r} needs the {PACKAGES[name]!r} package: "
-                             f"pip install 'memsearchqa[{name}]' (or pip install {PACKAGES[name]})") from None
+            raise ValueError(f"log {name!r} needs the {name!r} package: "
+                             f"pip install 'memsearchqa[{name}]' (or pip install {name})") from None
 
 
 class Tracker:
