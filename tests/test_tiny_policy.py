@@ -98,3 +98,17 @@ def test_rebuild_is_identical(policy_dir: Path, tmp_path: Path) -> None:
     w1, w2 = load_file(policy_dir / "model.safetensors"), load_file(again / "model.safetensors")
     assert w1.keys() == w2.keys()
     assert all(torch.equal(w1[k], w2[k]) for k in w1)
+
+
+def test_no_name_starts_with_a_token_of_its_own_world(tokenizer) -> None:
+    # The tokenizer learns from worlds 0-9. A word-initial token that only their names use (a country,
+    # "ĠRagoria", or a distractor twin's word) is one a policy trained on 100 worlds sees in one and
+    # never learns to copy (docs/learners.md). Every name word of worlds 0-9 must start with a token
+    # that the names of worlds it never saw use too.
+    from mempo_env.tasks.generated import build_world
+
+    def name_starts(worlds: range) -> set[str]:
+        return {tok for w in worlds for e in build_world(w).entities.values()
+                for tok in tokenizer.tokenize(" " + e.name) if tok.startswith("Ġ")}
+
+    assert name_starts(range(10)) <= name_starts(range(100, 150))
