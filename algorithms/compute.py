@@ -29,12 +29,17 @@ class Setting:
     """bfloat16 autocast of the forward pass (the weights and the optimizer stay fp32)"""
     threads: int = 1
     """torch intra-op threads"""
+    device: str = "cpu"
+    """where the model computes: "cpu", or "cuda" (bf16 autocast, not timed: every CUDA GPU since
+    Ampere has bf16 tensor cores)"""
 
     def autocast(self) -> torch.autocast:
-        """The forward pass's context: CPU bf16 autocast, or a disabled one."""
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16)
+        """The forward pass's context: bf16 autocast on the device, or a disabled one."""
+        return torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.bf16)
 
     def __str__(self) -> str:
+        if self.device != "cpu":
+            return f"{'bf16' if self.bf16 else 'fp32'}, {torch.cuda.get_device_name() if self.device == 'cuda' else self.device}"
         return f"{'bf16' if self.bf16 else 'fp32'}, {self.threads} thread{'s' * (self.threads > 1)}"
 
 

@@ -27,7 +27,7 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
     if mask is None:
         return logp
-    return torch.zeros(mask.shape, dtype=logp.dtype).index_copy(1, cols, logp)
+    return torch.zeros(mask.shape, dtype=logp.dtype, device=logp.device).index_copy(1, cols, logp)
 
 
 def ppo_loss(
