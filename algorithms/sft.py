@@ -1,8 +1,8 @@
 """Supervised warm-up (the spec's cold start): teach the protocol from oracle trajectories.
 
-    python -m algorithms.sft            # build the default warm-up's two stages in runs/cache
+    python -m algorithms.sft            # build the default warm-up in runs/cache (a CUDA GPU if there is one)
     python -m algorithms.sft --ship     # the same, then make it the shipped one (algorithms/warmup/)
-    python -m algorithms.sft --steps 10 # one stage with these settings (--help lists them)
+    python -m algorithms.sft --steps 10 # a warm-up with other settings (--help lists them)
 
 The oracle's turns, seen through the memory-forcing view, are the targets: the prompt and tool
 tokens are context, only the response tokens are trained. The episodes come from many generated
@@ -50,31 +50,26 @@ class SFTConfig:
     """which generated world"""
     hops: int = 1
     """hops per generated question"""
-    objectives: tuple[int, ...] = (1, 2)
-    """questions per oracle episode, cycled through (trained on 1 and 2 alone, the policy answers after
-    two questions whatever their number: 0% EM at 3 and more; ``default_warmup``'s second stage adds
-    3 and 4)"""
-    worlds: int = 100
+    objectives: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+    """questions per oracle episode, cycled through: every horizon the policy will meet (trained on 1
+    and 2 alone, a policy answers after two questions whatever their number: 0% EM at 3 and more)"""
+    worlds: int = 200
     """generated worlds (seeds task_seed, task_seed + 1, ...) the episodes are spread over"""
-    episodes: int = 4000
+    episodes: int = 6000
     """oracle episodes (train splits) to learn from"""
     full_context: float = 0.0
     """share of the episodes whose turns are seen in the full-context view (the rest: the memory view).
     The memory reward subtracts P(gold | full history), and the no-memory baseline trains in that view:
-    both need a policy that can also answer from a full history. Measured once, at 0.5, with a
-    variant tokenizer and batches grouped by length (both since reverted): 4,000 steps did not learn
-    to read (5.6% EM, world 1, 1 objective; README, Learners)"""
+    both need a policy that can also answer from a full history (docs/learners.md, the P_full
+    variant). Turns longer than the model's window are left out (``build.json`` counts them)"""
     pointer_memory: float = 0.0
     """share of the episodes demonstrated by an oracle whose memory notes only which document answered
     each hop, not what it said (``OracleAgent(keep_evidence=False)``), and which therefore answers
-    "unknown" to every question but the last. The policy learns both ways of writing a note, and RL
-    is left the choice between them: what to keep, the skill MemPO's memory advantage rewards
-    (README, Learners). Made for 1-hop questions: on longer chains that oracle still searches each
-    next hop by a name its memory has lost."""
-    steps: int = 4000
-    """optimizer steps (measured: 58 minutes on one core of this 2-core machine, the other busy; 2,500
-    steps took 27 minutes on both, and read far less: 10% held-out EM at 1 objective, against 89.5%)"""
-    batch_size: int = 16
+    "unknown" to every question but the last: an experiment in teaching a policy to keep pointers
+    instead of evidence (docs/learners.md, what was tried). Made for 1-hop questions."""
+    steps: int = 3000
+    """optimizer steps (measured: 2 minutes on an H200; docs/learners.md has the CPU figures)"""
+    batch_size: int = 64
     """turns per step"""
     lr: float = 2e-3
     """peak AdamW learning rate: linear warm-up, then cosine decay to 0"""
@@ -92,6 +87,12 @@ class SFTConfig:
     thread ran 4x faster than two)"""
     seed: int = 0
     """seeds the tiny policy's initialisation and the batch order"""
+    hidden: int = 128
+    """the tiny policy's width (ignored with ``base``)"""
+    layers: int = 4
+    """the tiny policy's decoder layers (ignored with ``base``)"""
+    heads: int = 4
+    """the tiny policy's attention heads (ignored with ``base``)"""
 
 
 def oracle_turns(cfg: SFTConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
@@ -120,12 +121,15 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
     if cfg.base:
         base = Path(cfg.base)
     else:
-        tiny_dir = Path(cfg.cache_dir) / "tiny-policy" / f"task{cfg.task_seed}-seed{cfg.seed}"
+        size = dict(hidden=cfg.hidden, layers=cfg.layers, heads=cfg.heads)
+        tiny_dir = Path(cfg.cache_dir) / "tiny-policy" / f"task{cfg.task_seed}-seed{cfg.seed}-{'x'.join(map(str, size.values()))}"
         exists = (tiny_dir / "config.json").exists()
-        base = tiny_dir if exists else build_tiny_policy(tiny_dir, task_seed=cfg.task_seed, seed=cfg.seed)
+        base = tiny_dir if exists else build_tiny_policy(tiny_dir, task_seed=cfg.task_seed, seed=cfg.seed, **size)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    window = model.config.max_position_embeddings
     turns = oracle_turns(cfg, tokenizer)
+    dropped = len(turns) - len(turns := [t for t in turns if len(t[0]) + len(t[1]) <= window])  # full views at long horizons
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -145,15 +149,20 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
             ids[i, : len(p) + len(r)] = torch.tensor(p + r)
             attention[i, : len(p) + len(r)] = 1
             target[i, len(p) : len(p) + len(r)] = 1
+        ids, attention, target = ids.to(setting.device), attention.to(setting.device), target.to(setting.device)
         response, context = target[:, 1:], attention[:, 1:] * (1 - target[:, 1:])
         with setting.autocast():
             logp = token_logprobs(model, ids, attention, mask=response + context if cfg.context_weight else response)
         loss = -(logp * response).sum() / response.sum()
         return loss - cfg.context_weight * (logp * context).sum() / context.sum() if cfg.context_weight else loss
 
-    probe = random.Random(-1).sample(turns, min(cfg.batch_size, len(turns)))  # leaves the batch order alone
-    setting, seconds = fastest(lambda s: (loss_of(probe, s).backward(), model.zero_grad()),
-                               candidates(cfg.precision, cfg.threads))
+    if torch.cuda.is_available():  # a GPU builds the same recipe in minutes instead of an hour
+        setting, seconds = Setting(bf16=cfg.precision != "fp32", threads=torch.get_num_threads(), device="cuda"), {}
+        model.to("cuda")
+    else:
+        probe = random.Random(-1).sample(turns, min(cfg.batch_size, len(turns)))  # leaves the batch order alone
+        setting, seconds = fastest(lambda s: (loss_of(probe, s).backward(), model.zero_grad()),
+                                   candidates(cfg.precision, cfg.threads))
     started = time.perf_counter()
     with num_threads(setting.threads):
         for _ in (bar := tqdm(range(cfg.steps), desc=f"warm-up ({setting})")):
@@ -165,10 +174,11 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
             schedule.step()
             bar.set_postfix(loss=f"{loss.item():.3f}")
     build = {"seconds": round(time.perf_counter() - started), "compute": str(setting), "cpu": cpu_name(),
-             "measured_s_per_step": {str(s): round(t, 4) for s, t in seconds.items()}, "torch": torch.__version__}
+             "measured_s_per_step": {str(s): round(t, 4) for s, t in seconds.items()}, "torch": torch.__version__,
+             "turns": len(turns), "turns_over_window": dropped}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out_dir.parent))
-    model.save_pretrained(tmp)
+    model.cpu().save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "sft_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     (tmp / "build.json").write_text(json.dumps(build, indent=1))
@@ -196,49 +206,33 @@ def ensure_warmup(cfg: SFTConfig) -> Path:
 
 SHIPPED = Path(__file__).with_name("warmup")
 """The default warm-up of world 0 (1-hop questions), shipped with the project so that nobody waits for
-its build (tens of minutes on 2 cores, hours where bf16 is emulated). ``python -m algorithms.sft
---ship`` rebuilds it; ``warmup.json`` beside it records the recipe of both stages and the build."""
+its build (2 minutes on a GPU, hours on 2 CPU cores). ``python -m algorithms.sft --ship`` rebuilds
+it; ``warmup.json`` beside it records the recipe and the build."""
 
 
-def default_stages(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cache") -> tuple[SFTConfig, SFTConfig]:
-    """The embedded policy's warm-up, in two stages (README, Learners):
-
-    1. reading: ``SFTConfig``'s defaults, the oracle at 1 and 2 objectives;
-    2. a short continuation of stage 1's checkpoint at 1-4 objectives in which half the episodes come
-       from the oracle whose memory keeps only pointers. Greedy, the policy then keeps the evidence in
-       about a quarter of its 1- and 2-objective episodes, and reads well only then: what to keep is
-       left to RL.
-    """
-    reader = SFTConfig(cache_dir=cache_dir, task_seed=task_seed, hops=hops)
-    return reader, SFTConfig(base=str(warmup_dir(reader)), cache_dir=cache_dir, task_seed=task_seed, hops=hops,
-                             objectives=(1, 2, 3, 4), pointer_memory=0.5, episodes=2000, steps=600, lr=5e-4)
-
-
-def shipped_recipe(stages: tuple[SFTConfig, SFTConfig]) -> list[dict]:
-    """The stages' recipes as ``warmup.json`` records them (JSON: tuples are lists): stage 2's base is
-    stage 1, not a path."""
-    return json.loads(json.dumps([recipe(stages[0]), {**recipe(stages[1]), "base": "stage 1"}]))
+def default_recipe(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cache") -> SFTConfig:
+    """The embedded policy's warm-up: ``SFTConfig``'s defaults, the honest oracle at 1-10 objectives."""
+    return SFTConfig(cache_dir=cache_dir, task_seed=task_seed, hops=hops)
 
 
 def default_warmup(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cache", *, build: bool = False) -> Path:
     """The default warm-up for this world: the shipped one where its recorded recipe is what
-    ``default_stages`` asks for (world 0, 1 hop), else (or with ``build``) built in ``cache_dir``."""
-    stages = default_stages(task_seed, hops, cache_dir)
+    ``default_recipe`` asks for (world 0, 1 hop), else (or with ``build``) built in ``cache_dir``."""
+    cfg = default_recipe(task_seed, hops, cache_dir)
     record = SHIPPED / "warmup.json"
-    if not build and record.exists() and json.loads(record.read_text())["stages"] == shipped_recipe(stages):
+    if not build and record.exists() and json.loads(record.read_text())["recipe"] == json.loads(json.dumps(recipe(cfg))):
         return SHIPPED
-    ensure_warmup(stages[0])
-    return ensure_warmup(stages[1])
+    return ensure_warmup(cfg)
 
 
-def ship(stage2: Path, stages: tuple[SFTConfig, SFTConfig]) -> Path:
-    """Make a built default warm-up the shipped one, with the recipe and build records of both stages."""
-    builds = [json.loads((warmup_dir(cfg) / "build.json").read_text()) for cfg in stages]
+def ship(built: Path, cfg: SFTConfig) -> Path:
+    """Make a built warm-up the shipped one, with its recipe and build record."""
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=SHIPPED.parent))
-    for f in stage2.iterdir():
+    for f in built.iterdir():
         if f.name not in ("sft_config.json", "build.json"):
             shutil.copy(f, tmp / f.name)
-    record = {"command": "python -m algorithms.sft --ship", "stages": shipped_recipe(stages), "builds": builds}
+    record = {"command": "python -m algorithms.sft --ship", "recipe": recipe(cfg),
+              "build": json.loads((built / "build.json").read_text())}
     (tmp / "warmup.json").write_text(json.dumps(record, indent=1) + "\n")
     shutil.rmtree(SHIPPED, ignore_errors=True)
     tmp.rename(SHIPPED)
@@ -246,10 +240,10 @@ def ship(stage2: Path, stages: tuple[SFTConfig, SFTConfig]) -> Path:
 
 
 if __name__ == "__main__":
-    # No options: build the default two-stage warm-up in runs/cache (--ship: and make it the shipped one).
-    # Other options: one stage with those settings.
+    # No options: build the default warm-up in runs/cache (--ship: and make it the shipped one).
+    # Other options: a warm-up with those settings.
     if sys.argv[1:] in ([], ["--ship"]):
         built = default_warmup(build=True)
-        print(ship(built, default_stages()) if sys.argv[1:] else built)
+        print(ship(built, default_recipe()) if sys.argv[1:] else built)
     else:
         print(ensure_warmup(tyro.cli(SFTConfig, description=__doc__)))

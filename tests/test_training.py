@@ -58,20 +58,19 @@ def test_warmup_pointer_memory_share(tokenizer):
     assert pointer_notes(0.0) == 0 and 0 < pointer_notes(0.5) < pointer_notes(1.0)
 
 
-def test_default_warmup_continues_the_reader_with_pointer_memory(monkeypatch, tmp_path):
-    """Stage 2 starts from stage 1's checkpoint, with longer horizons and the sloppy demonstrator."""
+def test_default_warmup_is_one_honest_stage_over_every_horizon(monkeypatch, tmp_path):
+    """The default recipe learns from the oracle that keeps its evidence, at 1-10 objectives; other
+    worlds are built, world 0's is shipped and built only when asked."""
     import algorithms.sft as sft
 
     built = []
-    monkeypatch.setattr(sft, "ensure_warmup", lambda cfg: built.append(cfg) or tmp_path / f"stage{len(built)}")
-    assert sft.default_warmup(task_seed=3, cache_dir=str(tmp_path)) == tmp_path / "stage2"
-    reader, memory = built
-    assert reader == SFTConfig(cache_dir=str(tmp_path), task_seed=3)
-    assert memory.base == str(sft.warmup_dir(reader)) and memory.task_seed == 3 and memory.pointer_memory == 0.5
-    assert max(memory.objectives) > max(reader.objectives) and memory.steps < reader.steps
-    # world 0's is shipped (tests/test_shipped_warmup.py), and built only when asked
-    assert sft.default_warmup(cache_dir=str(tmp_path), build=True) == tmp_path / "stage4"
-    assert [cfg.task_seed for cfg in built] == [3, 3, 0, 0]
+    monkeypatch.setattr(sft, "ensure_warmup", lambda cfg: built.append(cfg) or tmp_path / f"build{len(built)}")
+    assert sft.default_warmup(task_seed=3, cache_dir=str(tmp_path)) == tmp_path / "build1"
+    assert built == [SFTConfig(cache_dir=str(tmp_path), task_seed=3)]
+    assert built[0].pointer_memory == 0 and built[0].full_context == 0 and built[0].objectives == tuple(range(1, 11))
+    assert sft.default_warmup(cache_dir=str(tmp_path)) == sft.SHIPPED  # tests/test_shipped_warmup.py
+    assert sft.default_warmup(cache_dir=str(tmp_path), build=True) == tmp_path / "build2"
+    assert [cfg.task_seed for cfg in built] == [3, 0]
 
 
 def metrics(run_dir: Path) -> list[dict]:
