@@ -64,37 +64,39 @@ class Config:
     """which generated world"""
     hops: int = 1
     """hops per generated question"""
-    objectives: int = 2
-    """questions per episode (the paper trains at 2)"""
+    objectives: int = 10
+    """questions per episode (the paper trains at 2; the default warm-up answers 59% of them at 10 and
+    95.7% at 6, docs/learners.md)"""
     backend: str = "hf"
     """rollout engine: "hf", "vllm[#OPTION=VALUE...]", "vllm-server:URL" or "sglang:URL" (make_backend)"""
     context: str = "memory"
     """training layout: "memory" (one sample per turn, prepare_prompt view) or "full" (one per rollout)"""
-    steps: int = 20
+    steps: int = 10
     """RL steps"""
-    questions_per_step: int = 8
+    questions_per_step: int = 4
     """question groups per step"""
     group_size: int = 8
     """rollouts per question group (G)"""
-    max_turns: int = 8
-    """turn budget per episode (the paper: 16)"""
-    max_new_tokens: int = 64
-    """generation limit per turn"""
+    max_turns: int = 14
+    """turn budget per episode (the paper: 16; the oracle needs objectives + 1 turns)"""
+    max_new_tokens: int = 256
+    """generation limit per turn (the oracle's longest 10-objective turn: 207 tokens)"""
     temperature: float = 1.0
     """sampling temperature of the rollouts (the loss uses the same one)"""
     top_p: float = 1.0
     """nucleus sampling of the rollouts"""
     lr: float = 1e-4
-    """AdamW learning rate (README, Learners: 3e-4 for 40 steps cost MemPO 7 EM points on the validation
-    world; at 1e-3 the rollout reward fell from 1.89 to 0.44 after one update)"""
+    """AdamW learning rate (docs/learners.md: at 2 objectives 3e-4 for 40 steps cost MemPO 7 EM points,
+    at 1e-3 the rollout reward fell from 1.89 to 0.44 after one update)"""
     clip_eps: float = 0.2
     """PPO clip range"""
     kl_coef: float = 0.001
     """weight of the k3 KL to the reference"""
     epochs: int = 1
     """passes over each step's samples"""
-    minibatch_size: int = 64
-    """samples per optimizer step"""
+    minibatch_size: int = 1024
+    """samples per optimizer step (the default: one step per RL step; at 64, the 700 turns of a
+    10-objective step made 11 optimizer steps, and GRPO lost 29 points instead of 12, docs/learners.md)"""
     microbatch_size: int = 16
     """samples per forward/backward (gradients accumulate over a mini-batch)"""
     max_grad_norm: float = 1.0
@@ -405,7 +407,9 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
         # Both policies answered the same questions, in order: the per-episode difference is the sharper test.
         result["gain"] = {m: mean_ci([b[m] - a[m] for a, b in zip(infos["start"], infos["trained"])])
                           for m in ("em", "f1")}
-        record = {"task": test.name, "rows": jsonable(rows), "gain": result["gain"]}
+        record = {"task": test.name, "rows": jsonable(rows), "gain": result["gain"],  # per episode: runs compare paired
+                  "episodes": {name: [{m: i[m] for m in ("em", "f1", "total_tokens")} for i in episodes]
+                               for name, episodes in infos.items()}}
         (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
         gains = ", ".join(f"{m.upper()} {100 * g:+.1f} ± {100 * ci:.1f} points"
                           for m, (g, ci) in result["gain"].items())
