@@ -38,9 +38,9 @@ class Setting:
         return torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.bf16)
 
     def __str__(self) -> str:
-        if self.device != "cpu":
-            return f"{'bf16' if self.bf16 else 'fp32'}, {torch.cuda.get_device_name() if self.device == 'cuda' else self.device}"
-        return f"{'bf16' if self.bf16 else 'fp32'}, {self.threads} thread{'s' * (self.threads > 1)}"
+        where = f"{self.threads} thread{'s' * (self.threads > 1)}" if self.device == "cpu" else (
+            torch.cuda.get_device_name() if self.device == "cuda" else self.device)
+        return f"{'bf16' if self.bf16 else 'fp32'}, {where}"
 
 
 @contextlib.contextmanager

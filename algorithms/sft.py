@@ -122,14 +122,16 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
         base = Path(cfg.base)
     else:
         size = dict(hidden=cfg.hidden, layers=cfg.layers, heads=cfg.heads)
-        tiny_dir = Path(cfg.cache_dir) / "tiny-policy" / f"task{cfg.task_seed}-seed{cfg.seed}-{'x'.join(map(str, size.values()))}"
+        shape = "x".join(map(str, size.values()))
+        tiny_dir = Path(cfg.cache_dir) / "tiny-policy" / f"task{cfg.task_seed}-seed{cfg.seed}-{shape}"
         exists = (tiny_dir / "config.json").exists()
         base = tiny_dir if exists else build_tiny_policy(tiny_dir, task_seed=cfg.task_seed, seed=cfg.seed, **size)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     window = model.config.max_position_embeddings
     turns = oracle_turns(cfg, tokenizer)
-    dropped = len(turns) - len(turns := [t for t in turns if len(t[0]) + len(t[1]) <= window])  # full views at long horizons
+    # full views at long horizons can outgrow the window: left out, and counted in build.json
+    dropped = len(turns) - len(turns := [t for t in turns if len(t[0]) + len(t[1]) <= window])
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -220,7 +222,8 @@ def default_warmup(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cac
     ``default_recipe`` asks for (world 0, 1 hop), else (or with ``build``) built in ``cache_dir``."""
     cfg = default_recipe(task_seed, hops, cache_dir)
     record = SHIPPED / "warmup.json"
-    if not build and record.exists() and json.loads(record.read_text())["recipe"] == json.loads(json.dumps(recipe(cfg))):
+    wanted = json.loads(json.dumps(recipe(cfg)))  # as JSON records it: tuples are lists
+    if not build and record.exists() and json.loads(record.read_text())["recipe"] == wanted:
         return SHIPPED
     return ensure_warmup(cfg)
 
