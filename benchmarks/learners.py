@@ -61,8 +61,8 @@ PER_ARM = ("algo", "context", "seed", "policy", "run_dir", "resume", "eval_episo
 # Evaluate with the prompt the learner trains with (its env's default).
 TRAIN_PROMPT = inspect.signature(MemSearchQAEnv).parameters["prompt"].default
 # Generation budget per evaluation turn: a memory that carries every answer grows with the horizon
-# (the oracle's longest turn at 10 objectives is 203 of the tiny policy's tokens); the learner's own
-# budget (Config.max_new_tokens) is sized for its 2-objective training episodes.
+# (the oracle's longest turn at 10 objectives is 207 of the tiny policy's tokens), whatever horizon
+# the learner trained at.
 EVAL_MAX_NEW_TOKENS = 256
 COMPARISON = "comparison.json"
 HEADING = "## Learner comparison"
