@@ -23,7 +23,7 @@ from agents import OracleAgent
 from benchmarks.run import run_episode
 from mempo_env.prompts import PROMPTS
 from mempo_env.tasks import make_generated_task
-from mempo_env.tasks.generated import NAME_WORDS, build_world
+from mempo_env.tasks.generated import NAME_WORDS
 
 # The protocol tags become single tokens, so a <mem> span maps to whole tokens.
 PROTOCOL_TAGS = ["<mem>", "</mem>", "<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>",
@@ -38,12 +38,11 @@ CHATML = (
 QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
-def _shared_pieces(text: str, countries: list[str]) -> str:
-    """The text with every country name split after its pool word ("Vornoland" -> "Vorno land"), so
-    that BPE learns no token for a name that only one world uses."""
-    for name in countries:
-        word = next(w for w in sorted(NAME_WORDS, key=len, reverse=True) if name.startswith(w))
-        text = text.replace(name, f"{word} {name[len(word):]}")
+def _shared_pieces(text: str, splits: dict[str, str]) -> str:
+    """The text with every country name split after its pool word (``splits``: "Vornoland" -> "Vorno
+    land"), so that BPE learns no token for a name that only one world uses."""
+    for name, split in splits.items():
+        text = text.replace(name, split)
     return text
 
 
@@ -53,19 +52,22 @@ def training_texts(task_seed: int = 0, episodes: int = 400, worlds: int = 10) ->
     worlds have no distractor twins (one-letter variants of pool words) and their country names are
     split after the pool word. A token that only one world's names use is one that a policy trained on
     many worlds barely sees, and never learns to copy (docs/learners.md, country names)."""
+    by_length = sorted(NAME_WORDS, key=len, reverse=True)
     texts = []
     for w in range(worlds):
         task = make_generated_task("train", seed=task_seed + w, distractors=0.0)
-        countries = [e.name for e in build_world(task_seed + w, distractors=0.0).entities.values()
-                     if e.type == "country"]
-        texts += [_shared_pieces(f"{d.title} {d.text}", countries) for d in task.corpus]
-        texts += [_shared_pieces(q.question, countries) for q in task.questions]
+        splits = {}
+        for name in (d.title for d in task.corpus if d.id.startswith("country-")):
+            word = next(pool for pool in by_length if name.startswith(pool))
+            splits[name] = f"{word} {name[len(word):]}"
+        texts += [_shared_pieces(f"{d.title} {d.text}", splits) for d in task.corpus]
+        texts += [_shared_pieces(q.question, splits) for q in task.questions]
         if w == 0:
             texts += [p.system for p in PROMPTS.values()] + [PROMPTS["train-v1"].user(["a", "b"])]
             env = gym.make("MemSearchQA-v0", dataset=task, objectives=2, cache_dir=None)
             for seed in range(episodes):
                 trajectory = run_episode(env, OracleAgent(), seed)["trajectory"]
-                texts += [_shared_pieces(m["content"], countries) for m in trajectory if m["role"] == "assistant"]
+                texts += [_shared_pieces(m["content"], splits) for m in trajectory if m["role"] == "assistant"]
     return texts
 
 
