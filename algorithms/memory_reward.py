@@ -20,6 +20,7 @@ turn, P_mem is 0.37 at the answering turn, P_full 0.008, and R_mem spreads 0.37.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from agents.backends.base import PolicyBackend
 from agents.scripted import ANSWERING
@@ -34,20 +35,31 @@ def scored_turns(rollouts: list[Rollout], *, first_turn: bool = False) -> list[t
             if turn.mem_context is not None and (first_turn or t > 0)]
 
 
+def scoring_requests(tokenizer: Any, rollouts: list[Rollout], pairs: list[tuple[int, int]], *,
+                     think: str = ANSWERING, prefix: str = " ") -> tuple[list[list[int]], list[list[int]]]:
+    """``(contexts, continuations)`` to score for each (rollout, turn) pair: its memory context then
+    its full context, each followed by the gold answer, interleaved (``[mem_0, full_0, mem_1, ...]``)."""
+    answering = f"\n<think>{think}</think>\n<answer>"
+    contexts, continuations = [], []
+    for i, t in pairs:
+        turn, gold = rollouts[i].turns[t], encode(tokenizer, prefix + rollouts[i].gold)
+        contexts.append(encode(tokenizer, render_prompt(turn.mem_context, tokenizer, continue_final=True) + answering))
+        contexts.append(encode(tokenizer, render_prompt(turn.full_context, tokenizer) + "<mem></mem>" + answering))
+        continuations += [gold, gold]
+    return contexts, continuations
+
+
+def mean_probability(logprobs: list[float]) -> float:
+    """``exp(mean log-prob)``: the per-token probability of a continuation, comparable across lengths."""
+    return math.exp(sum(logprobs) / len(logprobs))
+
+
 def answer_probabilities(backend: PolicyBackend, rollouts: list[Rollout], pairs: list[tuple[int, int]], *,
                          think: str = ANSWERING, prefix: str = " "
                          ) -> tuple[list[float], list[float]]:
     """``(P_mem, P_full)`` for each (rollout, turn) pair, from one batched scoring call."""
-    tok = backend.tokenizer
-    answering = f"\n<think>{think}</think>\n<answer>"
-    contexts, continuations = [], []
-    for i, t in pairs:
-        turn, gold = rollouts[i].turns[t], encode(tok, prefix + rollouts[i].gold)
-        contexts.append(encode(tok, render_prompt(turn.mem_context, tok, continue_final=True) + answering))
-        contexts.append(encode(tok, render_prompt(turn.full_context, tok) + "<mem></mem>" + answering))
-        continuations += [gold, gold]
+    contexts, continuations = scoring_requests(backend.tokenizer, rollouts, pairs, think=think, prefix=prefix)
     if not contexts:
         return [], []
-    logps = backend.score(contexts, continuations)
-    probs = [math.exp(sum(lp) / len(lp)) for lp in logps]
+    probs = [mean_probability(lp) for lp in backend.score(contexts, continuations)]
     return probs[0::2], probs[1::2]

@@ -64,12 +64,15 @@ def mem_token_span(tokenizer: Any, ids: list[int], include_tags: bool = True) ->
     return (tokens[0], tokens[-1] + 1) if tokens else None
 
 
-class _Episode:
-    """One live episode: its environment and the token context of its next turn."""
+class Episode:
+    """One live episode: its environment and the token context of its next turn. Driven one
+    generation at a time by ``step``, so any engine can play it: ``collect_rollouts`` batches the
+    live episodes of a step, the verl agent loop (``mempo_verl``) awaits one server call per turn."""
 
-    def __init__(self, env: MemSearchQAEnv, tokenizer: Any, group: int, indices: list[int], include_tags: bool):
+    def __init__(self, env: MemSearchQAEnv, tokenizer: Any, group: int, reset_options: dict[str, Any],
+                 include_tags: bool = True):
         self.env, self.tokenizer, self.include_tags = env, tokenizer, include_tags
-        obs, info = env.reset(options={"index": indices})
+        obs, info = env.reset(options=reset_options)
         self.rollout = Rollout(group, "; ".join(o["answers"][0] for o in info["objectives"]))
         self.prompt_ids = encode(tokenizer, render_prompt(obs, tokenizer))
         self.done = False
@@ -112,7 +115,7 @@ def collect_rollouts(
     """Play ``len(envs) // len(groups)`` episodes of each question group (``groups[g]``: question
     indices of one episode), all live episodes generating in one batch per turn."""
     per_group = len(envs) // len(groups)
-    episodes = [_Episode(env, backend.tokenizer, i // per_group, groups[i // per_group], include_mem_tags)
+    episodes = [Episode(env, backend.tokenizer, i // per_group, {"index": groups[i // per_group]}, include_mem_tags)
                 for i, env in enumerate(envs[: per_group * len(groups)])]
     turn = 0
     while live := [e for e in episodes if not e.done]:

@@ -1,0 +1,153 @@
+"""MemSearchQA-v0 as a verl agent loop: one episode per call, one training row per turn.
+
+verl's ``ToolAgentLoop`` merges every turn into one growing context; the memory view is the
+opposite (each turn a fresh prompt: question, ``<mem>``, newest tool result). verl's v1 trainer
+takes a list of ``AgentLoopOutput`` from one ``run`` and stores each under ``{uid}_{session}_{turn}``,
+so the memory layout needs no patch of verl: the episode is played by the project's own
+``algorithms.rollout.Episode`` and cut into rows by ``algorithms.batch.build_samples``, as the
+single-process learner does.
+
+Every row carries, in ``extra_fields["mem_turns"]``, the ``<mem>`` spans it holds (in response
+coordinates) and, for MemPO (``mempo.memory_advantage``), each scored turn's ``P_mem`` and ``P_full``, computed
+with the same rollout servers through ``prompt_logprobs`` (the path verl's distillation teacher
+uses). ``mempo_verl.trainer`` turns them into the memory advantage.
+
+Registered in a verl config through ``actor_rollout_ref.rollout.agent.agent_loop_config_path``
+(``mempo_verl/config/agent_loops.yaml``); its settings are the config's ``mempo:`` section.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
+from verl.workers.rollout.replica import TokenOutput
+
+from agents.backends.base import Generation
+from agents.model import STOP
+from algorithms.batch import build_samples
+from algorithms.memory_reward import mean_probability, scored_turns, scoring_requests
+from algorithms.rollout import Episode, Rollout
+from mempo_env.env import MemSearchQAEnv
+from mempo_env.retrieval import make_retriever
+from mempo_env.tasks import resolve_task
+from mempo_env.types import QATask
+from mempo_verl.options import MemPOOptions
+
+# prompt log-probs of a whole sequence, one forward pass: verl's teacher settings (teacher_manager.py)
+SCORING = {"max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0, "detokenize": False}
+
+
+@functools.lru_cache(maxsize=4)
+def _search_corpus(dataset: str | None, split: str | None, corpus: str | None, retriever: str | None,
+                   ) -> tuple[QATask, Any]:
+    """The task and its search index, built once per process (each agent-loop worker plays thousands
+    of episodes over one corpus)."""
+    task = resolve_task(dataset, corpus=corpus, split=split)
+    return task, make_retriever(retriever, task.corpus)
+
+
+class MemSearchQAAgentLoop(AgentLoopBase):
+    """Plays one MemSearchQA-v0 episode with the rollout servers, as the config's ``mempo:`` section
+    (``mempo_verl.options.MemPOOptions``) says; the questions come from each dataset row
+    (``mempo_verl.data``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.options = MemPOOptions.from_config(self.config)
+        env = dict(self.options.env)
+        self.corpus_args = tuple(env.pop(k, None) for k in ("dataset", "split", "corpus", "retriever"))
+        self.env_args = env
+        self.context = env.get("context", "memory")
+        self.max_new_tokens = self.options.max_new_tokens or self.rollout_config.response_length
+
+    def make_env(self) -> MemSearchQAEnv:
+        task, retriever = _search_corpus(*self.corpus_args)
+        # verl pads every prompt to rollout.prompt_length and cuts longer ones; the environment ends an
+        # episode whose next observation would not fit (score 0), as a real engine refuses it.
+        window = self.rollout_config.prompt_length
+        if self.context == "full":
+            window += self.rollout_config.response_length
+        return MemSearchQAEnv(task, retriever=retriever, tokenizer=self.tokenizer, max_context_tokens=window,
+                              **self.env_args)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
+        # a parquet round trip turns lists into numpy arrays: back to plain strings for the reward
+        questions = [{"id": str(q["id"]), "question": str(q["question"]), "answers": [str(a) for a in q["answers"]]}
+                     for q in kwargs["extra_info"]["questions"]]
+        episode = Episode(self.make_env(), self.tokenizer, 0, {"questions": questions}, self.options.include_mem_tags)
+        params = {**sampling_params, "max_tokens": self.max_new_tokens, "stop": list(STOP)}
+        metrics = AgentLoopMetrics()
+        while not episode.done:
+            out: TokenOutput = await self.server_manager.generate(
+                request_id=uuid4().hex, prompt_ids=episode.prompt_ids, sampling_params=params)
+            episode.step(self._generation(out))
+        rollout = episode.rollout
+        mem_turns = await self.memory_probabilities(rollout) if self.options.memory_advantage else {}
+        return self.rows(rollout, mem_turns, metrics)
+
+    def _generation(self, out: TokenOutput) -> Generation:
+        """verl's token output as the project's ``Generation`` (its finish reason recovered from the text:
+        a stop string or an end-of-sequence token ends a turn, anything else ran out of tokens)."""
+        if out.stop_reason == "aborted":
+            raise RuntimeError("the rollout server aborted a generation (weights being updated?)")
+        ids = list(out.token_ids)
+        text = self.tokenizer.decode(ids)
+        stopped = any(s in text for s in STOP) or (ids and ids[-1] == self.tokenizer.eos_token_id)
+        return Generation(ids, list(out.log_probs or []), text, "stop" if stopped else "length")
+
+    async def memory_probabilities(self, rollout: Rollout) -> dict[int, tuple[float, float]]:
+        """``{turn: (P_mem, P_full)}`` of the scored turns: the gold answer's per-token probability after
+        the turn's memory alone and after the whole history, each one prompt-log-prob request."""
+        pairs = scored_turns([rollout], first_turn=self.options.mem_first_turn)
+        contexts, continuations = scoring_requests(self.tokenizer, [rollout], pairs,
+                                                   think=self.options.answer_think, prefix=self.options.answer_prefix)
+        logps = await asyncio.gather(*(self.continuation_logprobs(c, x) for c, x in zip(contexts, continuations)))
+        probs = [mean_probability(lp) for lp in logps]
+        return {t: (probs[2 * k], probs[2 * k + 1]) for k, (_, t) in enumerate(pairs)}
+
+    async def continuation_logprobs(self, context: list[int], continuation: list[int]) -> list[float]:
+        """``log π(continuation | context)`` per token, from the server's prompt log-probs (verl's
+        contract: entry ``k`` of ``extra_fields["prompt_logprobs"]`` scores token ``k + 1``)."""
+        out: TokenOutput = await self.server_manager.generate(
+            request_id=uuid4().hex, prompt_ids=context + continuation, sampling_params=dict(SCORING))
+        rows = out.extra_fields["prompt_logprobs"][len(context) - 1: len(context) - 1 + len(continuation)]
+        return [row[0] for row in rows]
+
+    def rows(self, rollout: Rollout, mem_turns: dict[int, tuple[float, float]],
+             metrics: AgentLoopMetrics) -> list[AgentLoopOutput]:
+        """The episode's training rows, as the project's learner cuts them (``build_samples``): one per
+        turn in the memory layout, one per episode in the full layout."""
+        info = rollout.info
+        reward_info = {k: float(info.get(k, 0.0)) for k in ("em", "f1", "format_ok", "n_turns", "total_tokens")}
+        samples = build_samples([rollout], [0.0], {}, self.context)
+        first_turns = range(len(rollout.turns)) if self.context == "memory" else [0]
+        outputs = []
+        for sample, first in zip(samples, first_turns):
+            cut = len(rollout.turns[first].prompt_ids)
+            turns = range(len(rollout.turns)) if self.context == "full" else [first]
+            spans = []
+            for t in turns:
+                turn = rollout.turns[t]
+                if turn.mem_span is not None:
+                    offset = len(turn.prompt_ids) - cut  # where the turn's response starts in this row's response
+                    p_mem, p_full = mem_turns.get(t, (None, None))
+                    spans.append({"turn": t, "start": offset + turn.mem_span[0], "end": offset + turn.mem_span[1],
+                                  "p_mem": p_mem, "p_full": p_full})
+            has_logprobs = all(len(rollout.turns[t].logprobs) == len(rollout.turns[t].response_ids) for t in turns)
+            outputs.append(AgentLoopOutput(
+                prompt_ids=sample.input_ids[:cut],
+                response_ids=sample.input_ids[cut:],
+                response_mask=[int(m) for m in sample.response_mask[cut:]],
+                response_logprobs=sample.old_logp[cut:] if has_logprobs else None,
+                reward_score=rollout.score,
+                num_turns=2 * len(turns),
+                metrics=metrics,
+                extra_fields={"mem_turns": spans, "n_generated": sum(len(rollout.turns[t].response_ids)
+                                                                     for t in range(len(rollout.turns))),
+                              "reward_extra_info": reward_info},
+            ))
+        return outputs

@@ -1,0 +1,111 @@
+"""The MemPO trainer mode of verl's v1 trainer: verl's synchronous PPO step, plus the memory advantage.
+
+``trainer.v1.trainer_mode=mempo`` selects ``MemPOTrainer``. Its one change is ``_compute_advantage``:
+1. verl computes the outcome advantage as usual (``compute_advantage_for_multi_trajectories``: GRPO on
+   each session's final row, copied to all its rows): the project's ``A_out``;
+2. the memory advantage of ``algorithms.advantages`` is added on the ``<mem>`` tokens, from the
+   ``P_mem``/``P_full`` that ``mempo_verl.agent_loop`` stored in each row's ``extra_fields``
+   (``mempo.memory_advantage=false``: skipped, which is GRPO, the same code with the memory term off);
+3. each episode's rows are scaled so that every episode weighs the same in a ``token-mean`` loss
+   (``mempo.equal_episode_weight``).
+
+Why 3: each turn is a row, so verl's ``seq-mean-token-mean`` would weigh an episode by its number of
+turns, the bias the project's own learner removed (``algorithms/batch.py``), and verl has no per-row
+loss weight. With ``token-mean`` every token weighs 1 / (tokens in the mini-batch); scaling episode
+``e``'s advantages by ``n_mean / n_e`` (its generated tokens against the batch's mean per episode)
+gives every episode the same total weight in the policy-gradient term, as the single-process learner
+does. The ratio clip is unchanged (PPO-clip is positively homogeneous in the advantage). The KL loss
+(``actor.use_kl_loss``) is not scaled: it stays a mean over tokens, so a longer episode weighs more there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import transfer_queue as tq
+from tensordict import TensorDict
+from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1 import PPOTrainerSync, register_trainer
+from verl.workers.utils.padding import response_to_nested
+
+from algorithms.advantages import memory_advantages, memory_rewards, token_advantages
+from mempo_verl.options import MemPOOptions
+
+
+def mempo_advantages(a_out: torch.Tensor, response_mask: torch.Tensor, keys: list[str], uids: list[str],
+                     extra_fields: list[dict[str, Any]], *, memory_advantage: bool = True,
+                     equal_episode_weight: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+    """Per-token advantages of a batch of rows (``[rows, response tokens]``, right-padded).
+
+    ``a_out``: verl's outcome advantages (constant over each row's response tokens); ``keys``: the rows'
+    ``{uid}_{session}_{turn}`` keys; ``extra_fields``: what the agent loop stored (``mem_turns``,
+    ``n_generated``). The memory reward ``P_mem - P_full`` is normalised over all scored turns of the
+    same question (``uid``), as in ``algorithms.mempo``."""
+    mask = response_mask.float()
+    a_out_rows = (a_out * mask).sum(1) / mask.sum(1).clamp(min=1)
+    a_mem, mem_mask = torch.zeros_like(mask), torch.zeros_like(mask)
+    stats: dict[str, float] = {}
+    if memory_advantage:
+        scored = [(r, span) for r, extra in enumerate(extra_fields) for span in extra["mem_turns"]
+                  if span["p_mem"] is not None]
+        if not scored and any(span["turn"] > 0 for extra in extra_fields for span in extra["mem_turns"]):
+            raise ValueError("no row carries P_mem/P_full: set the agent loop's score_memory: true for MemPO, "
+                             "or mempo.memory_advantage=false for GRPO")
+        if scored:
+            group_of = {uid: g for g, uid in enumerate(dict.fromkeys(uids))}
+            r_mem = memory_rewards(torch.tensor([s["p_mem"] for _, s in scored]),
+                                   torch.tensor([s["p_full"] for _, s in scored]))
+            adv = memory_advantages(r_mem, torch.tensor([group_of[uids[r]] for r, _ in scored]))
+            for (r, span), value in zip(scored, adv.tolist()):
+                a_mem[r, span["start"]: span["end"]] = value
+                mem_mask[r, span["start"]: span["end"]] = 1.0
+            stats = {"mempo/p_mem": float(np.mean([s["p_mem"] for _, s in scored])),
+                     "mempo/p_full": float(np.mean([s["p_full"] for _, s in scored])),
+                     "mempo/r_mem": r_mem.mean().item(), "mempo/scored_turns": float(len(scored))}
+    advantages = token_advantages(a_out_rows, a_mem, mask, mem_mask)
+    if equal_episode_weight:
+        sessions = [key.rsplit("_", 1)[0] for key in keys]
+        n_generated = dict(zip(sessions, (max(int(e["n_generated"]), 1) for e in extra_fields)))
+        n_mean = float(np.mean(list(n_generated.values())))
+        advantages = advantages * torch.tensor([n_mean / n_generated[s] for s in sessions])[:, None]
+    return advantages, stats
+
+
+@register_trainer("mempo")
+class MemPOTrainer(PPOTrainerSync):
+    """verl's synchronous trainer with the memory advantage (module docstring), as the config's
+    ``mempo:`` section says (``memory_advantage``, ``equal_episode_weight``)."""
+
+    def __init__(self, config: Any) -> None:
+        self.options = MemPOOptions.from_config(config)
+        if config.algorithm.adv_estimator != "grpo":
+            raise ValueError(f"trainer_mode=mempo adds to GRPO's outcome advantage; algorithm.adv_estimator is "
+                             f"{config.algorithm.adv_estimator!r}, set it to grpo")
+        agg = config.actor_rollout_ref.actor.loss_agg_mode
+        if self.options.equal_episode_weight and agg != "token-mean":
+            raise ValueError(f"mempo.equal_episode_weight weighs episodes through the advantages of a token-mean "
+                             f"loss; actor_rollout_ref.actor.loss_agg_mode is {agg!r}")
+        super().__init__(config)
+
+    def _build_replay_buffer(self) -> Any:
+        # verl keys its synchronous behaviour (replay buffer, refills, resumption) on the mode's name
+        # being "sync": this mode is "sync" with another advantage.
+        self.trainer_mode = "sync"
+        self.parameter_sync_step = self.config.trainer.v1.get("sync", {}).get("parameter_sync_step", 1)
+        return super()._build_replay_buffer()
+
+    def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        batch = super()._compute_advantage(batch, metrics)  # A_out, written to TransferQueue
+        fields = ["uid", "response_mask", "advantages", "extra_fields"]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        nested_mask = data["response_mask"]
+        advantages, stats = mempo_advantages(
+            data["advantages"].to_padded_tensor(0.0), nested_mask.to_padded_tensor(0), list(batch.keys),
+            [str(u) for u in data["uid"]], list(data["extra_fields"]),
+            memory_advantage=self.options.memory_advantage, equal_episode_weight=self.options.equal_episode_weight)
+        metrics.update(stats)
+        nested = response_to_nested(advantages, nested_mask)
+        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
+                               fields=TensorDict({"advantages": nested, "returns": nested}, batch_size=len(batch)))
