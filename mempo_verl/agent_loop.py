@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from typing import Any
 from uuid import uuid4
 
@@ -75,18 +76,31 @@ class MemSearchQAAgentLoop(AgentLoopBase):
                               **self.env_args)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
+        rows = (kwargs.get("extra_info") or {}).get("questions")
+        if rows is None or not len(rows):
+            raise ValueError("the dataset row has no extra_info.questions: make the parquet with "
+                             "python -m mempo_verl.data")
         # a parquet round trip turns lists into numpy arrays: back to plain strings for the reward
         questions = [{"id": str(q["id"]), "question": str(q["question"]), "answers": [str(a) for a in q["answers"]]}
-                     for q in kwargs["extra_info"]["questions"]]
-        episode = Episode(self.make_env(), self.tokenizer, 0, {"questions": questions}, self.options.include_mem_tags)
+                     for q in rows]
+        # The environment's search (a BM25 query, or an HTTP call to a retriever server) must not block
+        # the event loop that every episode of this worker shares: it runs in a worker thread.
+        episode = await asyncio.to_thread(lambda: Episode(
+            self.make_env(), self.tokenizer, 0, {"questions": questions}, self.options.include_mem_tags))
         params = {**sampling_params, "max_tokens": self.max_new_tokens, "stop": list(STOP)}
         metrics = AgentLoopMetrics()
         while not episode.done:
+            start = time.perf_counter()
             out: TokenOutput = await self.server_manager.generate(
                 request_id=uuid4().hex, prompt_ids=episode.prompt_ids, sampling_params=params)
-            episode.step(self._generation(out))
+            middle = time.perf_counter()
+            await asyncio.to_thread(episode.step, self._generation(out))
+            metrics.generate_sequences += middle - start
+            metrics.tool_calls += time.perf_counter() - middle
         rollout = episode.rollout
+        start = time.perf_counter()
         mem_turns = await self.memory_probabilities(rollout) if self.options.memory_advantage else {}
+        metrics.compute_score = time.perf_counter() - start  # the memory reward's scoring pass
         return self.rows(rollout, mem_turns, metrics)
 
     def _generation(self, out: TokenOutput) -> Generation:

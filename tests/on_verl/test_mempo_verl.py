@@ -221,6 +221,13 @@ def test_agent_loop_rows_are_the_project_rollout(policy, context):
         assert got[t] == pytest.approx((pm, pf), rel=1e-4)
 
 
+def test_a_row_without_questions_is_refused(policy):
+    loop = agent_loop(make_config(), policy)
+    for kwargs in ({}, {"extra_info": {"index": 3}}, {"extra_info": {"questions": []}}):
+        with pytest.raises(ValueError, match="python -m mempo_verl.data"):
+            asyncio.run(loop.run(dict(GREEDY), **kwargs))
+
+
 def test_grpo_mode_skips_the_scoring_pass(policy):
     loop = agent_loop(make_config("mempo.memory_advantage=false"), policy)
     rows = asyncio.run(loop.run(dict(GREEDY), extra_info={"questions": questions([2])}))
