@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 from typing import Any
 from uuid import uuid4
@@ -43,12 +44,13 @@ SCORING = {"max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0, "detokeniz
 
 
 @functools.lru_cache(maxsize=4)
-def _search_corpus(dataset: str | None, split: str | None, corpus: str | None, retriever: str | None,
-                   ) -> tuple[QATask, Any]:
-    """The task and its search index, built once per process (each agent-loop worker plays thousands
-    of episodes over one corpus)."""
-    task = resolve_task(dataset, corpus=corpus, split=split)
-    return task, make_retriever(retriever, task.corpus)
+def _search_corpus(search: str) -> tuple[QATask, Any]:
+    """The task and its search tool for the JSON of the ``mempo.env`` keys that pick them, built once
+    per process: verl makes an agent loop per episode, and each worker plays thousands of episodes."""
+    args = json.loads(search)
+    task = resolve_task(args["dataset"], corpus=args["corpus"], split=args["split"])
+    return task, make_retriever(args["retriever"], task.corpus, cache_dir=args["cache_dir"],
+                                options=args["retriever_options"])
 
 
 class MemSearchQAAgentLoop(AgentLoopBase):
@@ -60,19 +62,21 @@ class MemSearchQAAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         self.options = MemPOOptions.from_config(self.config)
         env = dict(self.options.env)
-        self.corpus_args = tuple(env.pop(k, None) for k in ("dataset", "split", "corpus", "retriever"))
+        search = {k: env.pop(k, None) for k in ("dataset", "split", "corpus", "retriever", "retriever_options")}
+        search["cache_dir"] = env.pop("cache_dir", "default")
+        # built here, on the event loop's thread: only the first episode of a worker process waits for it
+        self.task, self.retriever = _search_corpus(json.dumps(search, sort_keys=True))
         self.env_args = env
         self.context = env.get("context", "memory")
         self.max_new_tokens = self.options.max_new_tokens or self.rollout_config.response_length
 
     def make_env(self) -> MemSearchQAEnv:
-        task, retriever = _search_corpus(*self.corpus_args)
         # verl pads every prompt to rollout.prompt_length and cuts longer ones; the environment ends an
         # episode whose next observation would not fit (score 0), as a real engine refuses it.
         window = self.rollout_config.prompt_length
         if self.context == "full":
             window += self.rollout_config.response_length
-        return MemSearchQAEnv(task, retriever=retriever, tokenizer=self.tokenizer, max_context_tokens=window,
+        return MemSearchQAEnv(self.task, retriever=self.retriever, tokenizer=self.tokenizer, max_context_tokens=window,
                               **self.env_args)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
