@@ -42,13 +42,15 @@ def mempo_advantages(a_out: torch.Tensor, response_mask: torch.Tensor, keys: lis
     ``a_out``: verl's outcome advantages (constant over each row's response tokens); ``keys``: the rows'
     ``{uid}_{session}_{turn}`` keys; ``extra_fields``: what the agent loop stored (``mem_turns``,
     ``n_generated``). The memory reward ``P_mem - P_full`` is normalised over all scored turns of the
-    same question (``uid``), as in ``algorithms.mempo``."""
+    same question (``uid``), as in ``algorithms.mempo``. Rows without a generated token carry nothing:
+    verl's padding rows (``upsample_batch_to_divisible_size``) copy a real row's ``extra_fields``."""
     mask = response_mask.float()
+    real = (mask.sum(1) > 0).tolist()
     a_out_rows = (a_out * mask).sum(1) / mask.sum(1).clamp(min=1)
     a_mem, mem_mask = torch.zeros_like(mask), torch.zeros_like(mask)
     stats: dict[str, float] = {}
     if memory_advantage:
-        scored = [(r, span) for r, extra in enumerate(extra_fields) for span in extra["mem_turns"]
+        scored = [(r, span) for r, extra in enumerate(extra_fields) if real[r] for span in extra["mem_turns"]
                   if span["p_mem"] is not None]
         if not scored and any(span["turn"] > 0 for extra in extra_fields for span in extra["mem_turns"]):
             raise ValueError("no row carries P_mem/P_full: set the agent loop's score_memory: true for MemPO, "
@@ -67,9 +69,9 @@ def mempo_advantages(a_out: torch.Tensor, response_mask: torch.Tensor, keys: lis
     advantages = token_advantages(a_out_rows, a_mem, mask, mem_mask)
     if equal_episode_weight:
         sessions = [key.rsplit("_", 1)[0] for key in keys]
-        n_generated = dict(zip(sessions, (max(int(e["n_generated"]), 1) for e in extra_fields)))
-        n_mean = float(np.mean(list(n_generated.values())))
-        advantages = advantages * torch.tensor([n_mean / n_generated[s] for s in sessions])[:, None]
+        n_generated = {s: max(int(e["n_generated"]), 1) for s, e, keep in zip(sessions, extra_fields, real) if keep}
+        n_mean = float(np.mean(list(n_generated.values()))) if n_generated else 1.0
+        advantages = advantages * torch.tensor([n_mean / n_generated.get(s, n_mean) for s in sessions])[:, None]
     return advantages, stats
 
 

@@ -176,6 +176,16 @@ def test_every_episode_weighs_the_same_in_a_token_mean_loss():
     assert per_session == pytest.approx([30.0, 30.0])  # n_mean = 30 tokens each, whatever the length
 
 
+def test_verls_padding_rows_change_nothing():
+    """verl pads a batch with rows that copy the first row's extra_fields and have no generated token."""
+    keys, extra, mask, rewards, _ = spec_rows()
+    a_out = verl_outcome_advantages(keys, mask, rewards)
+    adv, stats = mempo_advantages(a_out, mask, keys, ["q"] * len(keys), extra)
+    padded = mempo_advantages(torch.cat([a_out, torch.zeros(2, 6)]), torch.cat([mask, torch.zeros(2, 6)]),
+                              keys + ["pad_0_0", "pad_1_0"], ["q"] * len(keys) + ["pad"] * 2, extra + [extra[1]] * 2)
+    assert torch.equal(padded[0][: len(keys)], adv) and padded[1] == stats and not padded[0][len(keys):].any()
+
+
 def test_mempo_refuses_rows_without_memory_probabilities():
     keys, extra, mask, rewards, _ = spec_rows()
     unscored = [{**e, "mem_turns": [{**s, "p_mem": None, "p_full": None} for s in e["mem_turns"]]} for e in extra]
