@@ -58,6 +58,23 @@ def test_warmup_pointer_memory_share(tokenizer):
     assert pointer_notes(0.0) == 0 and 0 < pointer_notes(0.5) < pointer_notes(1.0)
 
 
+def test_warmup_leaves_out_turns_longer_than_the_window(policy_dir, tokenizer, tmp_path):
+    """A full-context view at long horizons can outgrow the model's window: such turns are left out of
+    training (not cut, which would teach from a prompt the model never sees whole) and counted."""
+    from algorithms.sft import oracle_turns, warm_up
+
+    base = tmp_path / "short-window"
+    shutil.copytree(policy_dir, base)
+    config = json.loads((base / "config.json").read_text())
+    (base / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 700}))
+    cfg = SFTConfig(base=str(base), episodes=4, worlds=2, objectives=(3,), full_context=1.0, steps=1, batch_size=4)
+    lengths = [len(p) + len(r) for p, r in oracle_turns(cfg, tokenizer)]
+    over = sum(n > 700 for n in lengths)
+    assert 0 < over < len(lengths)  # the case exists and does not empty the data
+    build = json.loads((warm_up(cfg, tmp_path / "out") / "build.json").read_text())
+    assert build["turns_over_window"] == over and build["turns"] == len(lengths) - over
+
+
 def test_default_warmup_is_one_honest_stage_over_every_horizon(monkeypatch, tmp_path):
     """The default recipe learns from the oracle that keeps its evidence, at 1-10 objectives; other
     worlds are built, world 0's is shipped and built only when asked."""
