@@ -53,8 +53,8 @@ def mempo_advantages(a_out: torch.Tensor, response_mask: torch.Tensor, keys: lis
         scored = [(r, span) for r, extra in enumerate(extra_fields) if real[r] for span in extra["mem_turns"]
                   if span["p_mem"] is not None]
         if not scored and any(span["turn"] > 0 for extra in extra_fields for span in extra["mem_turns"]):
-            raise ValueError("no row carries P_mem/P_full: set the agent loop's score_memory: true for MemPO, "
-                             "or mempo.memory_advantage=false for GRPO")
+            raise ValueError("no row carries P_mem/P_full, though later turns have <mem> spans: the agent loop "
+                             "ran without mempo.memory_advantage (set it for both, or false for GRPO)")
         if scored:
             group_of = {uid: g for g, uid in enumerate(dict.fromkeys(uids))}
             r_mem = memory_rewards(torch.tensor([s["p_mem"] for _, s in scored]),

@@ -189,7 +189,7 @@ def test_verls_padding_rows_change_nothing():
 def test_mempo_refuses_rows_without_memory_probabilities():
     keys, extra, mask, rewards, _ = spec_rows()
     unscored = [{**e, "mem_turns": [{**s, "p_mem": None, "p_full": None} for s in e["mem_turns"]]} for e in extra]
-    with pytest.raises(ValueError, match="memory_advantage=false"):
+    with pytest.raises(ValueError, match="ran without mempo.memory_advantage"):
         mempo_advantages(torch.zeros_like(mask), mask, keys, ["q"] * len(keys), unscored)
 
 
