@@ -142,11 +142,12 @@ class MemSearchQAAgentLoop(AgentLoopBase):
         info = rollout.info
         reward_info = {k: float(info.get(k, 0.0)) for k in ("em", "f1", "format_ok", "n_turns", "total_tokens")}
         samples = build_samples([rollout], [0.0], {}, self.context)
-        first_turns = range(len(rollout.turns)) if self.context == "memory" else [0]
+        n = len(rollout.turns)
+        row_turns = [[t] for t in range(n)] if self.context == "memory" else [list(range(n))]  # as build_samples
+        n_generated = sum(len(turn.response_ids) for turn in rollout.turns)
         outputs = []
-        for sample, first in zip(samples, first_turns):
-            cut = len(rollout.turns[first].prompt_ids)
-            turns = range(len(rollout.turns)) if self.context == "full" else [first]
+        for sample, turns in zip(samples, row_turns):
+            cut = len(rollout.turns[turns[0]].prompt_ids)
             spans = []
             for t in turns:
                 turn = rollout.turns[t]
@@ -164,8 +165,6 @@ class MemSearchQAAgentLoop(AgentLoopBase):
                 reward_score=rollout.score,
                 num_turns=2 * len(turns),
                 metrics=metrics,
-                extra_fields={"mem_turns": spans, "n_generated": sum(len(rollout.turns[t].response_ids)
-                                                                     for t in range(len(rollout.turns))),
-                              "reward_extra_info": reward_info},
+                extra_fields={"mem_turns": spans, "n_generated": n_generated, "reward_extra_info": reward_info},
             ))
         return outputs
