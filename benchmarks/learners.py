@@ -187,19 +187,30 @@ def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
+# Paired F1 differences in table (a): MemPO against GRPO, and each memory-view learner against its start.
+DIFFERENCES = (("mempo", "grpo"), ("mempo", WARMUP), ("grpo", WARMUP))
 Cell = tuple[float, float] | None  # (mean, 95% half-width); None where a policy has no episodes
 
 
+def per_episode(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> dict[int, float]:
+    """An arm's ``metric`` per evaluation episode at ``k`` objectives, averaged over its training seeds:
+    every seed plays the same questions, so 3 seeds x 100 episodes are 100 questions, not 300 draws."""
+    values: dict[int, list[float]] = {}
+    for r in records:
+        if r["agent"] == arm and r["objectives"] == k:
+            values.setdefault(r["episode"], []).append(float(r[metric]))
+    return {e: math.fsum(v) / len(v) for e, v in values.items()}
+
+
 def cell(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> Cell:
-    values = [float(r[metric]) for r in records if r["agent"] == arm and r["objectives"] == k]
+    values = list(per_episode(records, arm, k, metric).values())
     return mean_ci(values) if values else None
 
 
 def paired(records: list[dict[str, Any]], a: str, b: str, k: int) -> Cell:
-    """F1 of ``a`` minus ``b`` per episode on the same questions (same seed, horizon and episode)."""
-    other = {(r["train_seed"], r["episode"]): r["f1"] for r in records if r["agent"] == b and r["objectives"] == k}
-    diffs = [r["f1"] - other[r["train_seed"], r["episode"]] for r in records
-             if r["agent"] == a and r["objectives"] == k and (r["train_seed"], r["episode"]) in other]
+    """F1 of ``a`` minus ``b`` per question (each averaged over its seeds), on the questions both played."""
+    first, second = per_episode(records, a, k), per_episode(records, b, k)
+    diffs = [first[e] - second[e] for e in sorted(first.keys() & second.keys())]
     return mean_ci(diffs) if diffs else None
 
 
@@ -230,11 +241,11 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
     ks = sorted(objectives)
     f1 = {(arm, k): cell(records, arm, k) for arm in POLICIES for k in ks}
     tt = {(arm, k): cell(records, arm, k, "total_tokens") for arm in ARMS for k in ks}
-    diff = {k: paired(records, "mempo", "grpo", k) for k in ks}
+    diffs = {(a, b, k): paired(records, a, b, k) for a, b in DIFFERENCES for k in ks}
 
     def a_row(name: str, kk: list[int]) -> dict[str, Any]:
         return {"objectives": name, **{arm: average([f1[arm, k] for k in kk]) for arm in POLICIES},
-                "mempo - grpo": average([diff[k] for k in kk])}
+                **{f"{a} - {b}": average([diffs[a, b, k] for k in kk]) for a, b in DIFFERENCES}}
 
     def b_row(name: str, kk: list[int]) -> dict[str, Any]:
         row = {"objectives": name, **{arm: average([tt[arm, k] for k in kk]) for arm in ARMS}}
@@ -256,7 +267,9 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
 TABLES = {
     "a": ("(a) MemPO vs GRPO at long horizons: F1 %", [
         ("mempo", "mempo", 100, 1), ("grpo", "grpo", 100, 1), ("mempo - grpo", "mempo − grpo (paired)", 100, 1),
-        ("grpo-full", "grpo-full (full context)", 100, 1), (WARMUP, WARMUP, 100, 1)]),
+        ("grpo-full", "grpo-full (full context)", 100, 1), (WARMUP, WARMUP, 100, 1),
+        (f"mempo - {WARMUP}", "mempo − warm-up (paired)", 100, 1),
+        (f"grpo - {WARMUP}", "grpo − warm-up (paired)", 100, 1)]),
     "b": ("(b) Total tokens (TT) per episode: memory view vs full context", [
         ("mempo", "mempo (memory)", 1, 0), ("grpo", "grpo (memory)", 1, 0), ("grpo-full", "grpo-full (full)", 1, 0),
         ("mempo fewer", "mempo: % fewer than grpo-full", 100, 1),
@@ -278,14 +291,12 @@ def text(value: tuple[float, float], scale: float, digits: int, bounded: bool) -
 
 
 def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
-    n = len(settings["seeds"]) * settings["episodes"]
     lines = [describe(settings), "",
-             f"F1 and token cells: mean [95% Student-t interval, cut to the metric's range] over every "
-             f"evaluation episode of every training seed pooled: n = {len(settings['seeds'])} seeds × "
-             f"{settings['episodes']} episodes = {n} per arm and horizon ({settings['episodes']} for the "
-             f"warm-up); mempo − grpo: mean ± 95% Student-t half-width of the per-episode differences on the "
-             f"same questions; rows over several horizons: the mean of their means; % fewer and changes: "
-             f"± half-widths combined from the cells (independent)."]
+             f"F1 and token cells: each of the {settings['episodes']} evaluation questions per horizon scored "
+             f"by an arm's {len(settings['seeds'])} training seeds averaged, then mean [95% Student-t interval "
+             f"over the questions, cut to the metric's range]; differences (paired): mean ± 95% Student-t "
+             f"half-width of the per-question differences; rows over several horizons: the mean of their "
+             f"means; % fewer and changes: ± half-widths combined from the cells (independent)."]
     for name, (title, columns) in TABLES.items():
         lines += ["", f"### {title}", ""]
         if not tables[name]:
@@ -296,11 +307,15 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
             cells = ["–" if row[key] is None else text(row[key], s, d, bounded=key in POLICIES)
                      for key, _, s, d in columns]
             lines.append(f"| {row['objectives']} | " + " | ".join(cells) + " |")
-    if tables["a"] and (d := tables["a"][-1]["mempo - grpo"]) is not None:
-        verdict = ("no significant difference (the interval contains 0)" if abs(d[0]) <= d[1]
-                   else "MemPO better" if d[0] > 0 else "GRPO better")
-        lines += ["", f"At {tables['a'][-1]['objectives']} objectives MemPO − GRPO is {100 * d[0]:+.1f} ± "
-                      f"{100 * d[1]:.1f} F1 points: {verdict}."]
+    last = tables["a"][-1] if tables["a"] else {}
+    verdicts = []
+    for a, b in DIFFERENCES:
+        if (d := last.get(f"{a} - {b}")) is not None:
+            sign = "inside its interval" if abs(d[0]) <= d[1] else f"{'positive' if d[0] > 0 else 'negative'} beyond it"
+            verdicts.append(f"- At {last['objectives']} objectives {a} − {b} is {100 * d[0]:+.1f} ± "
+                            f"{100 * d[1]:.1f} F1 points: {sign}.")
+    if verdicts:
+        lines += ["", *verdicts]
     return "\n".join(lines)
 
 

@@ -110,6 +110,7 @@ def test_tables_answer_the_three_questions_from_episodes():
     a = {r["objectives"]: r for r in tables["a"]}
     assert list(a) == ["6", "8", "6-8"]
     assert a["6-8"]["mempo - grpo"] == pytest.approx((0.2, 0.0))  # paired: the same shift on every episode
+    assert a["6"]["grpo - warm-up"] == pytest.approx((0.3, 0.0)) and a["8"]["mempo - warm-up"][0] == pytest.approx(0.5)
     assert a["6"]["mempo"][0] == pytest.approx(0.55) and a["6-8"]["grpo-full"][0] == pytest.approx(0.25)
     b = {r["objectives"]: r for r in tables["b"]}
     assert list(b) == ["1", "6", "8", "all"]
@@ -118,6 +119,18 @@ def test_tables_answer_the_three_questions_from_episodes():
     c = tables["c"]
     assert [r["objectives"] for r in c] == ["1", "6", "8", "change 1→8"]
     assert c[-1]["mempo"] == pytest.approx((0.0, mean_ci([0.5, 0.6])[1] * 2 ** 0.5))
+
+
+def test_seeds_are_averaged_per_question_not_pooled_as_independent_episodes():
+    # Two training seeds disagree on every question (F1 0 and 1): the arm scores 0.5 on each of the two
+    # questions, so its interval is over 2 questions, not over 4 "independent" episodes.
+    records = [{"agent": "mempo", "train_seed": seed, "objectives": 6, "episode": e, "f1": float(seed),
+                "total_tokens": 100} for seed in (0, 1) for e in range(2)]
+    records += [{"agent": "warm-up", "train_seed": None, "objectives": 6, "episode": e, "f1": 0.25,
+                 "total_tokens": 100} for e in range(2)]
+    a = question_tables(records, [6], long_from=6)["a"][0]
+    assert a["mempo"] == pytest.approx((0.5, 0.0))
+    assert a["mempo - warm-up"] == pytest.approx((0.25, 0.0))
 
 
 def test_policy_cells_stay_in_their_range_and_differences_keep_their_sign():
