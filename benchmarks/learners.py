@@ -42,6 +42,7 @@ from typing import Any
 
 from transformers import AutoConfig
 
+from algorithms.compute import cpu_name
 from algorithms.mempo import Config, load_checkpoint, train
 from algorithms.sft import default_warmup
 from benchmarks.report import BenchmarkError, load_run
@@ -391,7 +392,7 @@ def machine() -> str:
 
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-    return (f"{os.cpu_count()} CPU cores ({platform.machine()}), {memory:.0f} GiB, {gpu}; "
+    return (f"{os.cpu_count()} CPU cores ({cpu_name()}), {memory:.0f} GiB, {gpu}; "
             f"Python {platform.python_version()}, torch {torch.__version__}")
 
 
