@@ -243,10 +243,17 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
     f1 = {(arm, k): cell(records, arm, k) for arm in POLICIES for k in ks}
     tt = {(arm, k): cell(records, arm, k, "total_tokens") for arm in ARMS for k in ks}
     diffs = {(a, b, k): paired(records, a, b, k) for a, b in DIFFERENCES for k in ks}
+    # The same differences per training seed (the warm-up, seed None, is every seed's start): the
+    # per-question interval above does not hold the spread between training runs; these show it.
+    seeds = sorted({r["train_seed"] for r in records} - {None})
+    by_seed = {(a, b, k, s): paired([r for r in records if r["train_seed"] in (s, None)], a, b, k)
+               for a, b in DIFFERENCES for k in ks for s in seeds}
 
     def a_row(name: str, kk: list[int]) -> dict[str, Any]:
         return {"objectives": name, **{arm: average([f1[arm, k] for k in kk]) for arm in POLICIES},
-                **{f"{a} - {b}": average([diffs[a, b, k] for k in kk]) for a, b in DIFFERENCES}}
+                **{f"{a} - {b}": average([diffs[a, b, k] for k in kk]) for a, b in DIFFERENCES},
+                **{f"{a} - {b} by seed": {s: average([by_seed[a, b, k, s] for k in kk]) for s in seeds}
+                   for a, b in DIFFERENCES}}
 
     def b_row(name: str, kk: list[int]) -> dict[str, Any]:
         row = {"objectives": name, **{arm: average([tt[arm, k] for k in kk]) for arm in ARMS}}
@@ -259,7 +266,7 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
     b = [b_row(str(k), [k]) for k in ks] + ([b_row("all", ks)] if several else [])
     c = [{"objectives": str(k), **{arm: f1[arm, k] for arm in POLICIES}} for k in ks]
     if several:
-        c.append({"objectives": f"change {ks[0]}→{ks[-1]}",
+        c.append({"objectives": f"change {ks[0]}→{ks[-1]}", "difference": True,
                   **{arm: change(f1[arm, ks[0]], f1[arm, ks[-1]]) for arm in POLICIES}})
     return {"a": a, "b": b, "c": c}
 
@@ -305,16 +312,20 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
             continue
         lines += ["| objectives | " + " | ".join(h for _, h, _, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
         for row in tables[name]:
-            cells = ["–" if row[key] is None else text(row[key], s, d, bounded=key in POLICIES)
+            cells = ["–" if row[key] is None else
+                     text(row[key], s, d, bounded=key in POLICIES and not row.get("difference"))
                      for key, _, s, d in columns]
             lines.append(f"| {row['objectives']} | " + " | ".join(cells) + " |")
     last = tables["a"][-1] if tables["a"] else {}
     verdicts = []
     for a, b in DIFFERENCES:
         if (d := last.get(f"{a} - {b}")) is not None:
-            sign = "inside its interval" if abs(d[0]) <= d[1] else f"{'positive' if d[0] > 0 else 'negative'} beyond it"
+            sign = ("inside its interval" if abs(d[0]) <= d[1]
+                    else f"{'positive' if d[0] > 0 else 'negative'} beyond its interval")
+            seeds = ", ".join(f"{100 * v[0]:+.1f} (seed {s})" for s, v in last[f"{a} - {b} by seed"].items()
+                              if v is not None)
             verdicts.append(f"- At {last['objectives']} objectives {a} − {b} is {100 * d[0]:+.1f} ± "
-                            f"{100 * d[1]:.1f} F1 points: {sign}.")
+                            f"{100 * d[1]:.1f} F1 points: {sign}; by training seed {seeds}.")
     if verdicts:
         lines += ["", *verdicts]
     return "\n".join(lines)

@@ -131,6 +131,8 @@ def test_seeds_are_averaged_per_question_not_pooled_as_independent_episodes():
     a = question_tables(records, [6], long_from=6)["a"][0]
     assert a["mempo"] == pytest.approx((0.5, 0.0))
     assert a["mempo - warm-up"] == pytest.approx((0.25, 0.0))
+    by_seed = a["mempo - warm-up by seed"]  # each training run against the same start
+    assert by_seed[0] == pytest.approx((-0.25, 0.0)) and by_seed[1] == pytest.approx((0.75, 0.0))
 
 
 def test_policy_cells_stay_in_their_range_and_differences_keep_their_sign():
@@ -140,3 +142,18 @@ def test_policy_cells_stay_in_their_range_and_differences_keep_their_sign():
     assert text((0.99, 0.03), 100, 1, bounded=True) == "99.0 [96.0, 100.0]"
     assert text((812.0, 40.0), 1, 0, bounded=True) == "812 [772, 852]"
     assert text((-0.02, 0.05), 100, 1, bounded=False) == "-2.0 ± 5.0"  # MemPO − GRPO may be negative
+
+
+def test_the_report_writes_changes_as_signed_differences():
+    from benchmarks.learners import markdown
+
+    records = [{"agent": arm, "train_seed": None if arm == "warm-up" else 0, "objectives": k, "episode": e,
+                "f1": 1.0 if k == 1 else 0.25 * e, "total_tokens": 100} for arm in ("warm-up", "mempo", "grpo")
+               for k in (1, 6) for e in range(2)]
+    settings = {"seeds": [0], "episodes": 2, "long_from": 6, "task": "t", "warmup": "w", "prompt": "train",
+                "learner": {"steps": 1, "questions_per_step": 1, "group_size": 2, "lr": 1e-4, "objectives": 6,
+                            "hops": 1, "task_seed": 0, "max_turns": 8, "max_new_tokens": 8}}
+    text_ = markdown(question_tables(records, [1, 6], long_from=6), settings)
+    change_row = next(line for line in text_.splitlines() if line.startswith("| change 1→6"))
+    assert "-87.5 ± " in change_row and "[" not in change_row  # a fall, not an interval cut at 0
+    assert "mempo − grpo is +0.0 ± 0.0 F1 points: inside its interval; by training seed +0.0 (seed 0)" in text_
