@@ -47,7 +47,7 @@ from algorithms.mempo import Config, load_checkpoint, train
 from algorithms.sft import default_warmup
 from benchmarks.report import BenchmarkError, load_run
 from benchmarks.run import _int_list, evaluate
-from benchmarks.summary import jsonable, mean_ci, summarize
+from benchmarks.summary import METRICS, jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
 from mempo_env.types import QATask
@@ -193,14 +193,23 @@ DIFFERENCES = (("mempo", "grpo"), ("mempo", WARMUP), ("grpo", WARMUP))
 Cell = tuple[float, float] | None  # (mean, 95% half-width); None where a policy has no episodes
 
 
-def per_episode(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> dict[int, float]:
-    """An arm's ``metric`` per evaluation episode at ``k`` objectives, averaged over its training seeds:
+def seed_averaged(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per arm, horizon and question, each metric averaged over the arm's training seeds:
     every seed plays the same questions, so 3 seeds x 100 episodes are 100 questions, not 300 draws."""
-    values: dict[int, list[float]] = {}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in records:
-        if r["agent"] == arm and r["objectives"] == k:
-            values.setdefault(r["episode"], []).append(float(r[metric]))
-    return {e: math.fsum(v) / len(v) for e, v in values.items()}
+        groups.setdefault((r["agent"], r["objectives"], r["episode"]), []).append(r)
+    averaged = []
+    for rs in groups.values():
+        row = {k: rs[0][k] for k in ("agent", "context", "objectives", "episode") if k in rs[0]}
+        row.update({m: math.fsum(float(r[m]) for r in rs) / len(rs) for m in METRICS if all(m in r for r in rs)})
+        averaged.append(row)
+    return averaged
+
+
+def per_episode(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> dict[int, float]:
+    """An arm's ``metric`` per evaluation question at ``k`` objectives, averaged over its training seeds."""
+    return {r["episode"]: r[metric] for r in seed_averaged(records) if r["agent"] == arm and r["objectives"] == k}
 
 
 def cell(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> Cell:
@@ -357,7 +366,7 @@ def report(out_dir: str | Path) -> dict[str, Any]:
     settings = json.loads((out / COMPARISON).read_text())["settings"]
     records = load_records(out, settings)
     tables = question_tables(records, settings["objectives"], settings["long_from"])
-    rows = summarize(records)
+    rows = summarize(seed_averaged(records))  # the plots' bands over questions, as in the tables
     text = markdown(tables, settings)
     result = {"settings": settings, "tables": tables, "arms": jsonable(rows),
               "policies": jsonable(summarize(records, ("policy", "context", "objectives"))), "markdown": text}
@@ -365,7 +374,7 @@ def report(out_dir: str | Path) -> dict[str, Any]:
     (out / "report.md").write_text(text + "\n")
     from benchmarks.plots import plot_runs  # matplotlib: imported only to plot
 
-    plot_runs({settings["task"]: rows}, out)
+    plot_runs({f"{settings['task']}, trained arms averaged over {len(settings['seeds'])} seeds": rows}, out)
     return result
 
 

@@ -7,9 +7,9 @@ import pytest
 
 from algorithms.mempo import load_checkpoint
 from benchmarks import learners
-from benchmarks.learners import HEADING, compare, question_tables, write_results_section
+from benchmarks.learners import HEADING, compare, question_tables, seed_averaged, write_results_section
 from benchmarks.report import BenchmarkError
-from benchmarks.summary import mean_ci
+from benchmarks.summary import mean_ci, summarize
 
 TINY = dict(steps=1, questions_per_step=2, group_size=2, max_turns=4, max_new_tokens=8, minibatch_size=8,
             microbatch_size=4)
@@ -124,15 +124,18 @@ def test_tables_answer_the_three_questions_from_episodes():
 def test_seeds_are_averaged_per_question_not_pooled_as_independent_episodes():
     # Two training seeds disagree on every question (F1 0 and 1): the arm scores 0.5 on each of the two
     # questions, so its interval is over 2 questions, not over 4 "independent" episodes.
-    records = [{"agent": "mempo", "train_seed": seed, "objectives": 6, "episode": e, "f1": float(seed),
-                "total_tokens": 100} for seed in (0, 1) for e in range(2)]
-    records += [{"agent": "warm-up", "train_seed": None, "objectives": 6, "episode": e, "f1": 0.25,
-                 "total_tokens": 100} for e in range(2)]
+    records = [{"agent": "mempo", "context": "memory", "train_seed": seed, "objectives": 6, "episode": e,
+                "f1": float(seed), "total_tokens": 100} for seed in (0, 1) for e in range(2)]
+    records += [{"agent": "warm-up", "context": "memory", "train_seed": None, "objectives": 6, "episode": e,
+                 "f1": 0.25, "total_tokens": 100} for e in range(2)]
     a = question_tables(records, [6], long_from=6)["a"][0]
     assert a["mempo"] == pytest.approx((0.5, 0.0))
     assert a["mempo - warm-up"] == pytest.approx((0.25, 0.0))
     by_seed = a["mempo - warm-up by seed"]  # each training run against the same start
     assert by_seed[0] == pytest.approx((-0.25, 0.0)) and by_seed[1] == pytest.approx((0.75, 0.0))
+    # the plots' rows likewise: two questions at 0.5 each, no spread (pooled: 0, 0, 1, 1)
+    mempo = next(r for r in summarize(seed_averaged(records)) if r["agent"] == "mempo")
+    assert mempo["episodes"] == 2 and tuple(mempo["f1"][:3]) == pytest.approx((0.5, 0.5, 0.5))
 
 
 def test_policy_cells_stay_in_their_range_and_differences_keep_their_sign():
