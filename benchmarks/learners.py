@@ -193,8 +193,8 @@ DIFFERENCES = (("mempo", "grpo"), ("mempo", WARMUP), ("grpo", WARMUP))
 Cell = tuple[float, float] | None  # (mean, 95% half-width); None where a policy has no episodes
 
 
-def seed_averaged(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per arm, horizon and question, each metric averaged over the arm's training seeds:
+def seed_averaged(records: list[dict[str, Any]], metrics: Sequence[str] = METRICS) -> list[dict[str, Any]]:
+    """One record per arm, horizon and question, each of ``metrics`` averaged over the arm's training seeds:
     every seed plays the same questions, so 3 seeds x 100 episodes are 100 questions, not 300 draws."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in records:
@@ -202,14 +202,15 @@ def seed_averaged(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     averaged = []
     for rs in groups.values():
         row = {k: rs[0][k] for k in ("agent", "context", "objectives", "episode") if k in rs[0]}
-        row.update({m: math.fsum(float(r[m]) for r in rs) / len(rs) for m in METRICS if all(m in r for r in rs)})
+        row.update({m: math.fsum(float(r[m]) for r in rs) / len(rs) for m in metrics if all(m in r for r in rs)})
         averaged.append(row)
     return averaged
 
 
 def per_episode(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> dict[int, float]:
     """An arm's ``metric`` per evaluation question at ``k`` objectives, averaged over its training seeds."""
-    return {r["episode"]: r[metric] for r in seed_averaged(records) if r["agent"] == arm and r["objectives"] == k}
+    mine = [r for r in records if r["agent"] == arm and r["objectives"] == k]
+    return {r["episode"]: r[metric] for r in seed_averaged(mine, (metric,))}
 
 
 def cell(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> Cell:
