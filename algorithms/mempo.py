@@ -67,6 +67,10 @@ class Config:
     objectives: int = 10
     """questions per episode (the paper trains at 2; the default warm-up answers 59% of them at 10 and
     95.7% at 6, docs/learners.md)"""
+    reward: str = "score"
+    """the outcome reward the learner trains on: "score" (the spec's: right sub-answers, 0 for a wrong
+    count of answers) or "aligned" (the sub-answers right in order, so a list that drops or repeats one
+    keeps the rest; mempo_env.reward.aligned_matches). Evaluation always reports the spec's EM and F1"""
     backend: str = "hf"
     """rollout engine: "hf", "vllm[#OPTION=VALUE...]", "vllm-server:URL" or "sglang:URL" (make_backend)"""
     context: str = "memory"
@@ -143,6 +147,10 @@ class Config:
             raise ValueError(f"policy {self.policy!r} is not a model folder (no config.json in it)")
         if self.algo not in ("mempo", "grpo"):
             raise ValueError(f"algo must be 'mempo' or 'grpo', not {self.algo!r}")
+        from algorithms.rollout import REWARDS
+
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {tuple(REWARDS)}, not {self.reward!r}")
         if self.context not in ("memory", "full"):
             raise ValueError(f"context must be 'memory' or 'full', not {self.context!r}")
         from algorithms.batch import AGGREGATIONS  # imports torch: only when a Config is made
@@ -320,8 +328,9 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
         with num_threads(update.threads):  # the scoring pass and the update: long sequences
             group_ids = torch.tensor([r.group for r in rollouts])
 
-            # 4. Outcome advantage (GRPO): the episode score, normalised within its question group.
-            a_out = grpo_advantages(torch.tensor([r.score for r in rollouts]), group_ids)
+            # 4. Outcome advantage (GRPO): the episode's reward, normalised within its question group.
+            rewards = [r.reward(cfg.reward) for r in rollouts]
+            a_out = grpo_advantages(torch.tensor(rewards), group_ids)
 
             # 5. Memory advantage (MemPO): P(gold | memory) - P(gold | full history), per scored turn,
             #    normalised over all scored turns of the same question; added to that turn's <mem> tokens.
@@ -376,7 +385,8 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
         infos = [r.info for r in rollouts]
         metrics = {
             "step": step + 1,
-            "reward": float(np.mean([r.score for r in rollouts])),
+            "reward": float(np.mean(rewards)),
+            "score": float(np.mean([r.score for r in rollouts])),
             "em": float(np.mean([i["em"] for i in infos])),
             "f1": float(np.mean([i["f1"] for i in infos])),
             "format_ok": float(np.mean([i["format_ok"] for i in infos])),

@@ -21,6 +21,8 @@ from agents.model import STOP, action_text
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.views import Message, render_prompt
 
+REWARDS = {"score": "score", "aligned": "aligned_score"}  # outcome reward -> the final info's key
+
 
 @dataclass
 class TurnRecord:
@@ -41,7 +43,12 @@ class Rollout:
 
     @property
     def score(self) -> float:
-        return float(self.info.get("score", 0.0))
+        return self.reward("score")
+
+    def reward(self, kind: str) -> float:
+        """The outcome reward named by ``kind`` (``REWARDS``): the spec's ``score`` or the ``aligned``
+        count that a dropped or repeated answer does not zero (``mempo_env.reward.aligned_matches``)."""
+        return float(self.info.get(REWARDS[kind], 0.0))
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:

@@ -50,8 +50,8 @@ from mempo_env.types import QATask
 OBJECTIVES = (1, 2, 4, 6, 8, 10)
 LOCK = "run.lock"
 CONTEXTS = ("memory", "full")
-KEEP = ("answer", "score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow", "n_turns",
-        "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens")
+KEEP = ("answer", "score", "aligned_score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow",
+        "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens")
 
 
 def episode_record(env: gym.Env, info: dict[str, Any]) -> dict[str, Any]:

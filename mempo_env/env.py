@@ -349,6 +349,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         final = {
             "answer": answer,
             "score": result.score if ok else 0,
+            "aligned_score": result.aligned if ok else 0,
             "em": result.em if ok else 0.0,
             "f1": result.f1 if ok else 0.0,
             "correct": [c and ok for c in result.correct],

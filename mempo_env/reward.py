@@ -5,6 +5,8 @@ A target has one of three shapes:
 - ``["Paris", "City of Light"]``       one question, aliases;
 - ``[["Paris"], ["Rome", "Roma"]]``    k questions (multi-objective), aliases per question.
 Only the third shape splits the prediction on ``;``; a wrong number of parts scores 0.
+``AnswerScore.aligned`` is a softer count for training rewards: the sub-answers right in order even
+when one is dropped or repeated (``algorithms.mempo --reward aligned``); the metrics never use it.
 """
 
 from __future__ import annotations
@@ -61,11 +63,24 @@ class AnswerScore:
     k: int  # number of questions
     f1: float  # token F1 averaged over questions
     correct: list[bool]  # per sub-question exact match
+    aligned: int = 0  # in-order matches less extra parts (aligned_matches); equals score when the count is right
 
     @property
     def em(self) -> float:
         """Fraction of sub-questions answered exactly (1.0 or 0.0 when k == 1)."""
         return self.score / self.k
+
+
+def aligned_matches(parts: list[str], aliases: list[list[str]]) -> int:
+    """The most sub-answers that match in order (a longest common subsequence of ``parts`` and the
+    sub-questions under ``exact_match``), less one for each part beyond the number of sub-questions.
+    A list of ten that drops its last answer keeps its nine; one that lists every guess gains nothing."""
+    best = [0] * (len(aliases) + 1)  # best[j]: matches of the parts so far with the first j sub-questions
+    for part in parts:
+        diagonal = 0
+        for j, accepted in enumerate(aliases, start=1):
+            diagonal, best[j] = best[j], max(best[j], best[j - 1], diagonal + exact_match(part, accepted))
+    return max(best[-1] - max(len(parts) - len(aliases), 0), 0)
 
 
 def score_answer(prediction: str | None, target: Target) -> AnswerScore:
@@ -76,7 +91,7 @@ def score_answer(prediction: str | None, target: Target) -> AnswerScore:
         return AnswerScore(0, k, 0.0, [False] * k)
     parts = prediction.split(";") if split else [prediction]
     if len(parts) != k:
-        return AnswerScore(0, k, 0.0, [False] * k)
+        return AnswerScore(0, k, 0.0, [False] * k, aligned_matches(parts, aliases))
     correct = [exact_match(p, a) for p, a in zip(parts, aliases)]
     f1 = sum(f1_score(p, a) for p, a in zip(parts, aliases)) / k
-    return AnswerScore(sum(correct), k, f1, correct)
+    return AnswerScore(sum(correct), k, f1, correct, sum(correct))

@@ -92,6 +92,13 @@ def test_multi_objective_prompt_and_scoring():
     env.step(T1)
     _, reward, _, _, info = env.step(act("m", "answer", "Bo Moss; wrong"))
     assert reward == 1.0 and info["correct"] == [True, False] and info["em"] == 0.5
+    env.reset(options={"index": 0})  # one answer for two questions: the spec scores 0, the aligned count 1
+    env.step(T1)
+    _, reward, _, _, info = env.step(act("m", "answer", "Bo Moss"))
+    assert reward == 0.0 and (info["score"], info["aligned_score"]) == (0, 1)
+    env.reset(options={"index": 0})  # a broken format zeroes both
+    _, _, _, _, info = env.step(act("m", "answer", "Bo Moss; Ann Lee"))
+    assert not info["format_ok"] and (info["score"], info["aligned_score"]) == (0, 0)
 
 
 def test_hand_written_three_turn_episode_snapshots_and_views():

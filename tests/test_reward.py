@@ -2,7 +2,7 @@
 
 import pytest
 
-from mempo_env.reward import alias_lists, exact_match, f1_score, normalize_answer, score_answer
+from mempo_env.reward import alias_lists, aligned_matches, exact_match, f1_score, normalize_answer, score_answer
 
 
 def test_squad_normalisation():
@@ -53,3 +53,17 @@ def test_partial_f1_averaged_over_sub_questions():
     s = score_answer("New York; Rome", [["New York City"], ["Rome"]])
     assert s.score == 1
     assert s.f1 == pytest.approx((0.8 + 1.0) / 2)
+
+
+def test_aligned_credit_survives_a_dropped_or_repeated_answer():
+    target = [["Paris"], ["Rome", "Roma"], ["Berlin"], ["Oslo"]]
+    assert score_answer("Paris; Rome; Berlin", target).aligned == 3  # the last one dropped: score 0
+    assert score_answer("Paris; Berlin; Oslo", target).aligned == 3  # a middle one dropped
+    assert score_answer("Paris; Roma; Roma; Berlin; Oslo", target).aligned == 3  # one repeated: 4 in order, 1 extra
+    assert score_answer("Paris; Rome; Berlin; Oslo; Bonn; Lima", target).aligned == 2  # two extra guesses cost 2
+    assert score_answer("x; y", target).aligned == 0 and score_answer(None, target).aligned == 0
+    for right_count in ("Paris; Rome; Oslo; Berlin", "Paris; x; Berlin; Oslo"):  # the count is right: the score
+        s = score_answer(right_count, target)
+        assert s.aligned == s.score == sum(s.correct)
+    assert aligned_matches(["Oslo", "Paris"], target) == 1  # in order only
+    assert score_answer("Paris", "Paris").aligned == 1 and score_answer("Rome", "Paris").aligned == 0

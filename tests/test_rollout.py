@@ -67,6 +67,14 @@ def test_full_layout_takes_a_turn_ended_by_the_eos_token(tokenizer):
     assert tokenizer.decode(second.prompt_ids) == render_prompt(second.full_context, tokenizer)
 
 
+def test_a_dropped_answer_keeps_its_aligned_reward(tokenizer):
+    """Two questions, one answer: the spec's score is 0; the aligned reward (--reward aligned) keeps 1."""
+    backend = ScriptedBackend(tokenizer, [*TURNS[:2], TURNS[2].replace("Ann Lee; Tarvik", "Ann Lee")])
+    env = MemSearchQAEnv(TASK, objectives=2, tokenizer=tokenizer, cache_dir=None)
+    [r] = collect_rollouts(backend, [env], [[0, 1]])
+    assert (r.score, r.reward("score"), r.reward("aligned")) == (0, 0, 1)
+
+
 def test_mem_span_aligns_with_the_decoded_text(tokenizer):
     ids = encode(tokenizer, TURNS[1])
     lo, hi = mem_token_span(tokenizer, ids)

@@ -169,6 +169,7 @@ def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
     (["--dataset", "nope"], "unknown dataset 'nope'"),
     (["--split", "test", "--eval-split", "test"], "--eval-split 'test' shares"),
     (["--eval-fraction", "1"], "eval_fraction must be in (0, 1), got 1.0"),
+    (["--reward", "f1"], "reward must be one of ('score', 'aligned'), not 'f1'"),
 ])
 def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     from algorithms.mempo import main
