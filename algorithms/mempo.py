@@ -66,7 +66,10 @@ class Config:
     """hops per generated question"""
     objectives: int = 10
     """questions per episode (the paper trains at 2; the default warm-up answers 59% of them at 10 and
-    95.7% at 6, docs/learners.md)"""
+    95.7% at 6, docs/learners.md); the held-out evaluation's horizon"""
+    min_objectives: int = 0
+    """from 1 to objectives: each question group's horizon is drawn from min_objectives..objectives, so
+    RL trains over several horizons; 0: every group at objectives"""
     reward: str = "score"
     """the outcome reward the learner trains on: "score" (the spec's: right sub-answers, 0 for a wrong
     count of answers) or "aligned" (the sub-answers right in order, so a list that drops or repeats one
@@ -149,6 +152,9 @@ class Config:
             raise ValueError(f"algo must be 'mempo' or 'grpo', not {self.algo!r}")
         from algorithms.rollout import REWARDS
 
+        if not 0 <= self.min_objectives <= self.objectives:
+            raise ValueError(f"min_objectives must be 0 or from 1 to objectives ({self.objectives}), "
+                             f"got {self.min_objectives}")
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {tuple(REWARDS)}, not {self.reward!r}")
         if self.context not in ("memory", "full"):
@@ -239,7 +245,10 @@ class PhaseTimer:
 def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]:
     """The step's question groups, a pure function of (seed, step): a resumed run sees the same data."""
     rng = np.random.default_rng([cfg.seed, step])
-    return [rng.choice(n_questions, cfg.objectives, replace=False).tolist() for _ in range(cfg.questions_per_step)]
+    if not cfg.min_objectives:  # one horizon: the draws of runs made before min_objectives existed
+        return [rng.choice(n_questions, cfg.objectives, replace=False).tolist() for _ in range(cfg.questions_per_step)]
+    sizes = rng.integers(cfg.min_objectives, cfg.objectives, endpoint=True, size=cfg.questions_per_step)
+    return [rng.choice(n_questions, int(k), replace=False).tolist() for k in sizes]
 
 
 def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, Any]:

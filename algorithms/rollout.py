@@ -120,9 +120,10 @@ def collect_rollouts(
     include_mem_tags: bool = True,
 ) -> list[Rollout]:
     """Play ``len(envs) // len(groups)`` episodes of each question group (``groups[g]``: question
-    indices of one episode), all live episodes generating in one batch per turn."""
+    indices of one episode, as many as its objectives), all live episodes generating in one batch per turn."""
     per_group = len(envs) // len(groups)
-    episodes = [Episode(env, backend.tokenizer, i // per_group, {"index": groups[i // per_group]}, include_mem_tags)
+    episodes = [Episode(env, backend.tokenizer, i // per_group,
+                        {"index": groups[i // per_group], "objectives": len(groups[i // per_group])}, include_mem_tags)
                 for i, env in enumerate(envs[: per_group * len(groups)])]
     turn = 0
     while live := [e for e in episodes if not e.done]:

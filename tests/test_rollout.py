@@ -75,6 +75,14 @@ def test_a_dropped_answer_keeps_its_aligned_reward(tokenizer):
     assert (r.score, r.reward("score"), r.reward("aligned")) == (0, 0, 1)
 
 
+def test_groups_of_different_horizons_play_together(tokenizer):
+    """--min-objectives: one step's question groups may differ in length; each episode asks its group's."""
+    envs = [MemSearchQAEnv(TASK, objectives=2, tokenizer=tokenizer, cache_dir=None) for _ in range(4)]
+    rs = collect_rollouts(ScriptedBackend(tokenizer), envs, [[0, 1], [1]])
+    assert [len(r.info["objectives"]) for r in rs] == [2, 2, 1, 1]
+    assert [r.gold for r in rs] == ["Ann Lee; Tarvik"] * 2 + ["Tarvik"] * 2
+
+
 def test_mem_span_aligns_with_the_decoded_text(tokenizer):
     ids = encode(tokenizer, TURNS[1])
     lo, hi = mem_token_span(tokenizer, ids)

@@ -170,6 +170,7 @@ def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
     (["--split", "test", "--eval-split", "test"], "--eval-split 'test' shares"),
     (["--eval-fraction", "1"], "eval_fraction must be in (0, 1), got 1.0"),
     (["--reward", "f1"], "reward must be one of ('score', 'aligned'), not 'f1'"),
+    (["--min-objectives", "11"], "min_objectives must be 0 or from 1 to objectives (10), got 11"),
 ])
 def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     from algorithms.mempo import main
@@ -265,6 +266,17 @@ def test_held_out_questions_never_train():
     ids = lambda t: {q.id for q in t.questions}  # noqa: E731
     assert not ids(train_) & ids(test) and ids(train_) | ids(test) == ids(task)
     assert len(test.questions) == round(0.25 * len(task.questions)) and test.corpus is task.corpus
+
+
+def test_question_groups_cover_the_horizons_asked_for():
+    """A pure function of (seed, step); with min_objectives, each group's size is drawn from the range."""
+    from algorithms.mempo import question_groups
+
+    cfg = Config(objectives=4, min_objectives=2, questions_per_step=50)
+    groups = question_groups(cfg, 3, 20)
+    assert groups == question_groups(cfg, 3, 20) and {len(g) for g in groups} == {2, 3, 4}
+    assert all(len(set(g)) == len(g) for g in groups)
+    assert {len(g) for g in question_groups(Config(objectives=4, questions_per_step=5), 3, 20)} == {4}
 
 
 @needs_shared
