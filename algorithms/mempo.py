@@ -245,9 +245,9 @@ class PhaseTimer:
 def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]:
     """The step's question groups, a pure function of (seed, step): a resumed run sees the same data."""
     rng = np.random.default_rng([cfg.seed, step])
-    if not cfg.min_objectives:  # one horizon: the draws of runs made before min_objectives existed
-        return [rng.choice(n_questions, cfg.objectives, replace=False).tolist() for _ in range(cfg.questions_per_step)]
-    sizes = rng.integers(cfg.min_objectives, cfg.objectives, endpoint=True, size=cfg.questions_per_step)
+    # one horizon draws no sizes, so its question draws stay those of runs made before min_objectives existed
+    sizes = (rng.integers(cfg.min_objectives, cfg.objectives, endpoint=True, size=cfg.questions_per_step)
+             if cfg.min_objectives else [cfg.objectives] * cfg.questions_per_step)
     return [rng.choice(n_questions, int(k), replace=False).tolist() for k in sizes]
 
 
