@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
              "benchmarks/RESULTS.md")
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
+_TESTED_BY = re.compile(r"<!--\s*tested by\s+(\S+)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Block:
     heading: str
     lang: str
     text: str
+    tested_by: str = ""  # "tests/test_x.py::test_y" from a ``<!-- tested by ... -->`` line just above the fence
 
     @property
     def where(self) -> str:
@@ -37,8 +39,10 @@ def code_blocks(*files: str, lang: str | None = None) -> list[Block]:
         text = (ROOT / name).read_text()
         for m in _FENCE.finditer(text):
             before = text[: m.start()]
-            headings = re.findall(r"^#{1,6} (.+)$", before, re.M)
-            block = Block(name, before.count("\n") + 1, headings[-1] if headings else "", m.group(1), m.group(2))
+            headings = re.findall(r"^#{1,6} (.+)$", _FENCE.sub("", before), re.M)  # not a shell comment
+            marker = _TESTED_BY.search(before.rstrip("\n"))
+            block = Block(name, before.count("\n") + 1, headings[-1] if headings else "", m.group(1), m.group(2),
+                          marker.group(1) if marker else "")
             if lang is None or block.lang == lang:
                 blocks.append(block)
     return blocks
