@@ -38,6 +38,14 @@ def evaluate_policy(backend: PolicyBackend, task: QATask, *, episodes: int = 200
     return [r.info for r in rollouts]
 
 
+def greedy_and_sampled(backend: PolicyBackend, task: QATask, *, episodes: int, samples: int, temperature: float,
+                       **settings: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Both evaluations on the same ``episodes`` questions: one greedy episode each, and ``samples`` at
+    ``temperature`` (``settings``: ``evaluate_policy``'s)."""
+    return (evaluate_policy(backend, task, episodes=episodes, **settings),
+            evaluate_policy(backend, task, episodes=episodes, temperature=temperature, samples=samples, **settings))
+
+
 def per_question(infos: Sequence[dict[str, Any]], samples: int, metric: str = "f1") -> list[float]:
     """``metric`` of each question, averaged over its ``samples`` episodes (``evaluate_policy``'s order)."""
     values = [float(i[metric]) for i in infos]

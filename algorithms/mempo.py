@@ -71,9 +71,11 @@ class Config:
     """which generated world"""
     hops: int = 1
     """hops per generated question"""
-    objectives: int = 10
-    """questions per episode (the paper trains at 2; the default warm-up answers 59% of them at 10 and
-    95.7% at 6, docs/learners.md); the held-out evaluation's horizon"""
+    objectives: int = 6
+    """questions per episode, and the held-out evaluation's horizon. At 6 the warm-up answers 95.7% greedy
+    but its rollouts at temperature 1 only 83% (F1): the sampled policy, which RL trains, has room to
+    learn there, at 7 turns an episode (the paper trains at 2; at 10 the list of answers fails greedy
+    too, docs/learners.md)"""
     min_objectives: int = 0
     """from 1 to objectives: each question group's horizon is drawn from min_objectives..objectives, so
     RL trains over several horizons; 0: every group at objectives"""
@@ -86,7 +88,9 @@ class Config:
     context: str = "memory"
     """training layout: "memory" (one sample per turn, prepare_prompt view) or "full" (one per rollout)"""
     steps: int = 10
-    """RL steps"""
+    """RL steps (at 6 objectives GRPO's held-out sampled F1 rose from 83% to 96% in 10 steps and stayed
+    there to 30; the default run, evaluation included, fits 20 minutes on the slowest 2-core CPU
+    measured, docs/learners.md)"""
     questions_per_step: int = 4
     """question groups per step"""
     group_size: int = 8
@@ -99,9 +103,10 @@ class Config:
     """sampling temperature of the rollouts (the loss uses the same one)"""
     top_p: float = 1.0
     """nucleus sampling of the rollouts"""
-    lr: float = 1e-4
-    """AdamW learning rate (docs/learners.md: at 2 objectives 3e-4 for 40 steps cost MemPO 7 EM points,
-    at 1e-3 the rollout reward fell from 1.89 to 0.44 after one update)"""
+    lr: float = 5e-5
+    """AdamW learning rate. Adam moves every weight by about lr a step whatever the gradient's size, so
+    updates without information drift too: at 6 objectives, 3e-4 took both GRPO and its shuffled
+    control to reward 0 within 5 steps; 5e-5 learns (docs/learners.md)"""
     clip_eps: float = 0.2
     """PPO clip range"""
     kl_coef: float = 0.1
@@ -138,7 +143,7 @@ class Config:
     "" for a model that writes "<answer>Paris")"""
     checkpoint_every: int = 5
     """steps between checkpoints"""
-    eval_episodes: int = 200
+    eval_episodes: int = 40
     """held-out questions of the final start vs trained table, greedy and sampled (0: skip)"""
     eval_samples: int = 4
     """sampled episodes per held-out question, at the rollout temperature (RL optimises the sampled
@@ -295,7 +300,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
     from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, shuffled_within_groups
     from algorithms.batch import build_samples, generated_tokens
     from algorithms.compute import Setting, candidates, fastest, num_threads
-    from algorithms.evaluate import evaluate_policy, per_question
+    from algorithms.evaluate import greedy_and_sampled, per_question
     from algorithms.loss import ppo_loss
     from algorithms.memory_reward import answer_probabilities, scored_turns
     from algorithms.prefix_tree import pack_logprobs, packs, sequence_logprobs
@@ -362,16 +367,16 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
     curve = [c for c in load_done(curve_path) if c["step"] <= start]
     write_atomic(curve_path, "".join(json.dumps(c) + "\n" for c in curve))
 
+    evaluation = dict(objectives=cfg.objectives, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
+                      temperature=cfg.temperature, samples=cfg.eval_samples)
+
     def curve_point(step: int) -> float:
         """Held-out greedy and sampled F1 of the current policy on the curve's questions: a line of
         ``curve.jsonl``; returns its seconds."""
         began = time.perf_counter()
-        settings_ = dict(episodes=cfg.curve_questions, objectives=cfg.objectives, max_turns=cfg.max_turns,
-                         max_new_tokens=cfg.max_new_tokens)
         with num_threads(generation.threads):
-            greedy = per_question(evaluate_policy(backend, test, **settings_), 1)
-            sampled = per_question(evaluate_policy(backend, test, **settings_, temperature=cfg.temperature,
-                                                   samples=cfg.eval_samples), cfg.eval_samples)
+            greedy, sampled = greedy_and_sampled(backend, test, episodes=cfg.curve_questions, **evaluation)
+        greedy, sampled = per_question(greedy, 1), per_question(sampled, cfg.eval_samples)
         point = {"step": step, "greedy_f1": mean_ci(greedy), "sampled_f1": mean_ci(sampled),
                  "per_question": {"greedy": greedy, "sampled": sampled}}
         with curve_path.open("a") as f:
@@ -482,7 +487,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
         lines.append(metrics)
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
-        tracker.log({k: v for k, v in metrics.items() if k != "group_rewards"}, step + 1)
+        tracker.log(metrics, step + 1)  # the loggers keep its numbers
         bar.set_postfix(reward=f"{metrics['reward']:.2f}", avg=f"{metrics['reward_avg']:.2f}",
                         em=f"{metrics['em']:.2f}", tokens=f"{metrics['total_tokens']:.0f}")
         if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
@@ -492,15 +497,11 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
     #    and sampled at the rollout temperature.
     result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps, "task": task.name, "eval_task": test.name}
     if cfg.eval_episodes:
-        settings_ = dict(episodes=cfg.eval_episodes, objectives=cfg.objectives, max_turns=cfg.max_turns,
-                         max_new_tokens=cfg.max_new_tokens)
         infos, sampled = {}, {}
         with num_threads(generation.threads):
             for name, weights in (("start", ref), ("trained", model)):
-                engine = make_backend("hf", weights, tokenizer)
-                infos[name] = evaluate_policy(engine, test, **settings_)
-                sampled[name] = evaluate_policy(engine, test, **settings_, temperature=cfg.temperature,
-                                                samples=cfg.eval_samples)
+                infos[name], sampled[name] = greedy_and_sampled(make_backend("hf", weights, tokenizer), test,
+                                                                episodes=cfg.eval_episodes, **evaluation)
         rows = summarize([{**i, "agent": name, "context": "memory", "objectives": cfg.objectives}
                           for name, episodes in infos.items() for i in episodes])
         result["eval"] = {row["agent"]: row for row in rows}

@@ -81,7 +81,7 @@ def turns_per_second(steps: list[dict[str, Any]], clock: str) -> float:
     return sum(s["turns"] for s in steps) / sum(s[clock]["step_s"] for s in steps)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_step", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--baseline", default=BASELINE, help=f"git revision to compare with (default {BASELINE})")
@@ -89,7 +89,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--steps", type=int, default=1, help="RL steps per run (default 1)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of both (default 1; 0: each times its own)")
     p.add_argument("--out", default="runs/bench-step", help="where the runs and result.json go")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parser().parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:

@@ -45,13 +45,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from transformers import AutoConfig
 
 from algorithms.compute import cpu_name
-from algorithms.mempo import Config, load_checkpoint, train
+from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
 from benchmarks.report import BenchmarkError, load_run
 from benchmarks.run import _int_list, evaluate, load_done
@@ -95,13 +96,15 @@ def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config) -> 
 
 
 def check_run(cfg: Config) -> None:
-    """Refuse a run folder trained with other settings (e.g. changed Config defaults or warm-up)."""
+    """Refuse a run folder trained with other settings (e.g. changed Config defaults or warm-up); what a
+    resume may change (``RESUMABLE``: more steps, the evaluation, threads) it takes."""
     path = Path(cfg.run_dir) / "config.json"
     if path.exists():
         saved, now = json.loads(path.read_text()), json.loads(json.dumps(dataclasses.asdict(cfg)))
         # a field newer than the folder had its default there
         saved = {**json.loads(json.dumps(dataclasses.asdict(Config()))), **saved}
-        changed = "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items() if saved.get(k) != v)
+        changed = "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items()
+                            if saved.get(k) != v and k not in RESUMABLE)
         if changed:
             raise BenchmarkError(f"{cfg.run_dir} holds a run with other settings ({changed}); use another --out")
 
@@ -122,15 +125,29 @@ def eval_task(split: str, cfg: Config) -> QATask:
     return make_generated_task("test", seed=cfg.task_seed + (split == "validation"), hops=cfg.hops)
 
 
+def in_parallel(jobs: int, calls: list[tuple[Any, ...]]) -> list[Any]:
+    """``[f(*args) for f, *args in calls]``, ``jobs`` processes at a time (each call is independent:
+    its own folder, its own resume), or in this process for one job."""
+    if jobs == 1:
+        return [f(*args) for f, *args in calls]
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        return [future.result() for future in [pool.submit(*call) for call in calls]]
+
+
 def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEEDS, episodes: int = EPISODES,
             samples: int = SAMPLES, objectives: Sequence[int] = OBJECTIVES, split: str = "test",
             warmup: str | Path | None = None, long_from: int = LONG_FROM, learner: Mapping[str, Any] | None = None,
-            command: str | None = None, verbose: bool = True) -> dict[str, Any]:
+            jobs: int = 1, command: str | None = None, verbose: bool = True) -> dict[str, Any]:
     """Train every arm x seed, evaluate them and the warm-up, write the report; return ``report``'s result.
 
     ``learner``: ``Config`` fields other than the per-arm ones (e.g. ``{"steps": 2}``), the same for
     every arm. ``warmup``: the start checkpoint (default: ``default_warmup`` for the learner's world).
     ``samples``: sampled episodes per question at the training horizon (``Config.objectives``).
+    ``jobs``: runs (and evaluation folders) at once, each in a process of its own with one torch
+    thread unless ``learner`` sets ``threads``.
     """
     start = time.perf_counter()
     out = Path(out_dir)
@@ -146,8 +163,10 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     seeds, objectives = list(seeds), list(objectives)
     if not seeds or len(set(seeds)) < len(seeds) or any(s < 0 for s in seeds):
         raise BenchmarkError(f"seeds must be distinct non-negative integers, got {seeds}")
-    if episodes < 1 or samples < 1:
-        raise BenchmarkError(f"episodes and samples must be at least 1, got {episodes} and {samples}")
+    if episodes < 1 or samples < 1 or jobs < 1:
+        raise BenchmarkError(f"episodes, samples and jobs must be at least 1, got {episodes}, {samples}, {jobs}")
+    if jobs > 1 and "threads" not in learner:
+        base = dataclasses.replace(base, threads=1)
     if not objectives or len(set(objectives)) < len(objectives) or min(objectives) < 1:
         raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
     task = eval_task(split, base)
@@ -171,20 +190,24 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     out.mkdir(parents=True, exist_ok=True)
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
 
-    checkpoints = {label: trained_checkpoint(cfg) for label, cfg in configs.items()}
+    in_parallel(jobs, [(trained_checkpoint, cfg) for cfg in configs.values()])
+    checkpoints = {label: load_checkpoint(Path(cfg.run_dir)) for label, cfg in configs.items()}
     greedy = f"hf:{{}}#max_new_tokens={EVAL_MAX_NEW_TOKENS}"
-    sampled = f"{greedy},temperature={base.temperature},seed={{}}"
-    common = dict(dataset=task, contexts=None, episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns,
-                  tokenizer=str(warmup), max_context_tokens=max_context, plots=False, verbose=verbose)
+    sampled = f"{greedy}#temperature={base.temperature}#seed={{}}"
+    common = dict(dataset=task, episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
+                  max_context_tokens=max_context, plots=False, verbose=verbose and jobs == 1)
+    evaluations = []
     for context in ("memory", "full"):
         policies = {WARMUP: warmup, **{label: ckpt for label, ckpt in checkpoints.items()
                                        if configs[label].context == context}}
-        common["contexts"] = [context]
-        evaluate({label: greedy.format(path) for label, path in policies.items()}, out_dir=out / f"eval-{context}",
-                 objectives=objectives, **common)
-        evaluate({f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED)
-                  for label, path in policies.items() for j in range(1, samples + 1)},
-                 out_dir=out / f"sampled-{context}", objectives=[base.objectives], **common)
+        evaluations += [
+            (partial(evaluate, out_dir=out / f"eval-{context}", contexts=[context], objectives=objectives, **common),
+             {label: greedy.format(path) for label, path in policies.items()}),
+            (partial(evaluate, out_dir=out / f"sampled-{context}", contexts=[context], objectives=[base.objectives],
+                     **common),
+             {f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED)
+              for label, path in policies.items() for j in range(1, samples + 1)})]
+    in_parallel(jobs, evaluations)
 
     info["wall_s"] += time.perf_counter() - start
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
@@ -668,6 +691,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--split", default="test", choices=("test", "validation"),
                    help="test: the evaluation questions; validation: the next world's test questions, for tuning")
     p.add_argument("--warmup", default=None, help="start checkpoint of every arm (default: the learner's warm-up)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs and evaluation folders at once, one process and one torch thread each (default 1)")
     p.add_argument("--long-from", type=int, default=LONG_FROM, help="question (a): horizons from this many objectives")
     p.add_argument("--results-md", default=None, metavar="PATH",
                    help='then write the "## Learner comparison" section of this file (benchmarks/RESULTS.md)')
@@ -683,7 +708,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             episodes=default["episodes"] if args.episodes is None else args.episodes,
             samples=default["samples"] if args.samples is None else args.samples,
             objectives=_int_list(args.objectives, "--objectives") if args.objectives else default["objectives"],
-            split=args.split, warmup=args.warmup, long_from=args.long_from,
+            split=args.split, warmup=args.warmup, long_from=args.long_from, jobs=args.jobs,
             learner={} if steps is None else {"steps": steps},
             command=shlex.join(["python", "-m", "benchmarks.learners", *(sys.argv[1:] if argv is None else argv)]))
         if args.results_md:

@@ -92,6 +92,8 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     (dict(seeds=[]), "seeds"),
     (dict(split="dev"), "validation"),
     (dict(learner={"dataset": "hotpotqa"}), "trains on the generated task"),  # it evaluates on generated questions
+    (dict(jobs=0), "jobs must be at least 1"),
+    (dict(samples=0), "samples"),
 ])
 def test_bad_settings_fail_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(BenchmarkError, match=message):
@@ -175,7 +177,7 @@ def test_the_report_writes_changes_as_signed_differences():
 def test_learning_is_measured_against_the_control_by_seed_and_the_start_by_question():
     """Training reward: each run's second half, minus its seed's control; held-out F1: per question,
     seeds (and samples) averaged, minus the start's on the same question."""
-    from benchmarks.learners import learning_tables, learning_markdown
+    from benchmarks.learners import learning_markdown, learning_tables
 
     settings = {"seeds": [0, 1], "objectives": [2, 6], "sampled_objectives": [6], "long_from": 6, "episodes": 2,
                 "learner": {"steps": 4}}
