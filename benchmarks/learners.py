@@ -15,9 +15,9 @@ resume and learning curve (``metrics.jsonl``, ``curve.jsonl``); a finished run i
 
 ``benchmarks.run.evaluate`` then plays the warm-up (every arm's start, in both views) and every trained
 policy on the same held-out questions (the test split of the learner's world and hops, the learner's
-prompt, turn budget max(max_turns, 4 x objectives)): greedy at every horizon (``OUT/eval-memory``,
-``OUT/eval-full``) and sampled at the rollout temperature at the training horizon, ``--samples``
-episodes per question (``OUT/sampled-memory``, ``OUT/sampled-full``), resumed episode by episode.
+prompt, turn budget max(max_turns, 4 x objectives)): greedy at every horizon (``OUT/eval/VIEW/POLICY``)
+and sampled at the rollout temperature at the training horizon, ``--samples`` episodes per question
+(``OUT/sampled/VIEW/POLICY``), resumed episode by episode; ``--jobs`` runs and folders at once.
 ``--split validation`` plays the test questions of the next world instead, for tuning the learners
 without looking at the evaluation questions.
 
@@ -86,6 +86,7 @@ MARK = "<!-- benchmarks.learners: generated"  # the block write_results_section 
 BEGIN = MARK + " from {out} by benchmarks.learners.write_results_section; write the reading outside it -->"
 END = "<!-- benchmarks.learners: end -->"
 IMAGES = ("curves", "f1_vs_objectives", "cost_vs_objectives")
+TESTED_BY = "<!-- tested by tests/test_learner_docs.py::test_the_documented_learner_commands_parse -->"
 
 
 def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config) -> dict[str, Config]:
@@ -196,17 +197,17 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     sampled = f"{greedy}#temperature={base.temperature}#seed={{}}"
     common = dict(dataset=task, episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
                   max_context_tokens=max_context, plots=False, verbose=verbose and jobs == 1)
-    evaluations = []
+    evaluations = []  # a folder per kind, view and policy: each resumable, any number at once
     for context in ("memory", "full"):
         policies = {WARMUP: warmup, **{label: ckpt for label, ckpt in checkpoints.items()
                                        if configs[label].context == context}}
-        evaluations += [
-            (partial(evaluate, out_dir=out / f"eval-{context}", contexts=[context], objectives=objectives, **common),
-             {label: greedy.format(path) for label, path in policies.items()}),
-            (partial(evaluate, out_dir=out / f"sampled-{context}", contexts=[context], objectives=[base.objectives],
-                     **common),
-             {f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED)
-              for label, path in policies.items() for j in range(1, samples + 1)})]
+        for label, path in policies.items():
+            evaluations += [
+                (partial(evaluate, out_dir=out / "eval" / context / label, contexts=[context], objectives=objectives,
+                         **common), {label: greedy.format(path)}),
+                (partial(evaluate, out_dir=out / "sampled" / context / label, contexts=[context],
+                         objectives=[base.objectives], **common),
+                 {f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED) for j in range(1, samples + 1)})]
     in_parallel(jobs, evaluations)
 
     info["wall_s"] += time.perf_counter() - start
@@ -225,7 +226,7 @@ def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     for kind, folder, horizons in (("greedy", "eval", settings["objectives"]),
                                    ("sampled", "sampled", settings["sampled_objectives"])):
         for context in ("memory", "full"):
-            for r in load_run(out / f"{folder}-{context}")[1]:
+            for r in (r for run in sorted((out / folder / context).iterdir()) for r in load_run(run)[1]):
                 m = re.fullmatch(r"(.+?)(?:-s(\d+))?(?:~(\d+))?", r["agent"])
                 arm, seed = m[1], None if m[2] is None else int(m[2])
                 if arm == WARMUP and context == "full":
@@ -635,7 +636,7 @@ def write_results_section(out_dir: str | Path, results_md: str | Path = "benchma
     for name in IMAGES:
         shutil.copyfile(out / f"{name}.png", images / f"learners_{name.split('_')[0]}.png")
     block = "\n".join([
-        BEGIN.format(out=out), "", "```bash", info["command"], "```", "",
+        BEGIN.format(out=out), "", TESTED_BY, "```bash", info["command"], "```", "",
         f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 60:.0f} min "
         "(the invocations that ran to the end).", "",
         (out / "report.md").read_text().rstrip(), "",
