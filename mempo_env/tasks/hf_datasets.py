@@ -29,18 +29,19 @@ def is_saved_dataset(path: str | Path) -> bool:
     return Path(path).is_dir() and any((Path(path) / name).is_file() for name in _SAVED)
 
 
-def _datasets() -> Any:
+def import_datasets(purpose: str) -> Any:
+    """The ``datasets`` module, or an ``ImportError`` saying that ``purpose`` needs it and how to install it."""
     try:
         import datasets
     except ImportError:
-        raise ImportError("reading a save_to_disk folder needs the datasets package: pip install datasets") from None
+        raise ImportError(f"{purpose} needs the datasets package: pip install datasets") from None
     return datasets
 
 
 def _one_split(dataset: Any, split: str | None, origin: str) -> tuple[Any, str | None]:
     """The rows to read and their split: a ``DatasetDict``'s ``split`` (default ``train`` where it has
     one, else its only split); a ``Dataset`` is one split already (``None``)."""
-    datasets = _datasets()
+    datasets = import_datasets("a datasets object")  # installed: the object handed in is one of its own
     if not isinstance(dataset, (datasets.DatasetDict, datasets.IterableDatasetDict)):
         if split is not None:
             raise ValueError(f"{origin} is one split (a {type(dataset).__name__}); it has no split {split!r}")
@@ -63,7 +64,7 @@ def dataset_task(dataset: Any, *, split: str | None = None, corpus: str | Path |
     (the folder's, else ``info.dataset_name``) and split."""
     if isinstance(dataset, (str, Path)):
         origin, default = f"the saved dataset {dataset}", Path(dataset).name
-        dataset = _datasets().load_from_disk(str(dataset))
+        dataset = import_datasets("reading a save_to_disk folder").load_from_disk(str(dataset))
     else:
         origin, default = f"the {type(dataset).__name__}", None
     rows, split = _one_split(dataset, split, origin)
