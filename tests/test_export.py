@@ -7,6 +7,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from doc_snippets import documented, run_reduced
 
 import mempo_env  # noqa: F401
 from agents import OracleAgent, WeakAgent
@@ -93,3 +94,17 @@ def test_trajectory_export_refuses_what_it_cannot_tell(tmp_path: Path) -> None:
         trajectory_rows([{**live, "context": "memory"}], "full")
     with pytest.raises(FileNotFoundError, match="episode log .* not found"):
         trajectory_rows(tmp_path / "episodes.jsonl")
+
+
+def test_the_documented_datasets_out_snippet(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    # the log it reads: the README's main job, reduced to the oracle and 2 episodes per cell at 1 and 2 objectives
+    evaluate(["oracle"], out_dir="runs/eval", objectives=[1, 2], episodes=2, plots=False, verbose=False)
+    ns = run_reduced(documented("docs/trainers.md", "test_the_documented_datasets_out_snippet"), {})
+    assert ns["prompts"].num_rows == 1000 and ns["prompts"][0]["prompt"] == ns["env"].reset(seed=0)[0]
+    turns, logged = ns["turns"], ns["logged"]
+    assert turns.num_rows == sum(r["n_turns"] for r in ns["turns"].to_list() if r["turn"] == 1)
+    assert {"prompt", "completion", "turn", "score", "em"} <= set(turns.column_names)
+    assert logged.num_rows == 4 and set(logged["context"]) == {"full"} and "messages" in logged.column_names
+    out = capsys.readouterr().out
+    assert out.count("Dataset(") == 2

@@ -10,6 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from doc_snippets import documented, run_reduced
 from shared_data import SHARED, needs_shared
 from test_loaders import HOTPOT_ROW, MUSIQUE_ROW, WIKI_ROW, write_jsonl
 
@@ -124,3 +125,13 @@ def test_shared_hotpotqa_read_by_datasets_equals_the_shared_set(tmp_path: Path) 
     dataset = datasets.Dataset.from_json(str(SHARED / question_file), cache_dir=str(tmp_path))
     shared, handed_in = load_task(SHARED / question_file), resolve_task(dataset)
     assert (content(handed_in), handed_in.corpus) == (content(shared), shared.corpus)
+
+
+def test_the_documented_datasets_in_snippet(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)  # it saves a folder where it runs
+    ns = run_reduced(documented("docs/trainers.md", "test_the_documented_datasets_in_snippet"), {})
+    assert capsys.readouterr().out == "Were Scott Derrickson and Ed Wood of the same nationality?\n"
+    task = ns["env"].unwrapped.task  # the saved folder's task: the hub row's question, chain and corpus
+    assert task.name == "hotpot-validation" and task.questions[0].answers == ["yes"]
+    assert [s.title for s in task.questions[0].chain] == ["Scott Derrickson", "Ed Wood"]
+    assert sorted(d.title for d in task.corpus) == ["Ed Wood", "Scott Derrickson"]
