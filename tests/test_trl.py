@@ -24,7 +24,11 @@ import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
-from trl.chat_template_utils import is_chat_template_prefix_preserving, parse_response, supports_tool_calling  # noqa: E402
+from trl.chat_template_utils import (  # noqa: E402
+    is_chat_template_prefix_preserving,
+    parse_response,
+    supports_tool_calling,
+)
 
 import mempo_env  # noqa: E402,F401
 from agents import make_agent  # noqa: E402
@@ -180,8 +184,9 @@ def test_grpo_trainer_takes_one_row_per_prompt_and_generation_not_one_per_turn(s
             done = False
             while not done:
                 action = oracle.act(obs, info)
+                prompt = tokenizer(render_prompt(obs, tokenizer), add_special_tokens=False)["input_ids"]
                 completion = tokenizer(action, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-                rows["prompt_ids"].append(tokenizer(render_prompt(obs, tokenizer), add_special_tokens=False)["input_ids"])
+                rows["prompt_ids"].append(prompt)
                 rows["completion_ids"].append(completion)
                 rows["logprobs"].append([0.0] * len(completion))
                 obs, _, terminated, truncated, info = env.step(action)
