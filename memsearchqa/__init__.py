@@ -52,6 +52,9 @@ def _text(message: Any) -> str:
 
 
 class MemSearchQAVerifiersEnv(vf.MultiTurnEnv):
+    """See the module docstring; the rollout keeps its env in ``state["episode_env"]`` and the env's latest
+    ``info`` in ``state["episode_info"]``, which the rubric reads."""
+
     def __init__(self, episodes: int, seed: int, **env_kwargs: Any):
         if episodes < 1:
             raise ValueError(f"episodes must be at least 1, got {episodes}")
