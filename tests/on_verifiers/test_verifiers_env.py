@@ -8,9 +8,6 @@ Runs in the verifiers environment (``bash scripts/install_verifiers.sh``); skipp
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -18,7 +15,7 @@ import pytest
 vf = pytest.importorskip("verifiers")
 
 from doc_blocks import code_blocks
-from fake_server import serve
+from verifiers_helpers import evaluate, policy_server
 
 from agents import Agent, make_agent
 from benchmarks.run import play
@@ -27,42 +24,6 @@ from mempo_env import MemSearchQAEnv
 # What benchmarks.run plays by default at 2 objectives: the test split, the eval prompt, 16 turns.
 SETTINGS = {"split": "test", "prompt": "eval", "objectives": 2, "max_turns": 16}
 METRICS = ("em", "f1", "format_ok", "n_searches", "total_chars", "peak_chars")
-
-
-class Policy:
-    """A scripted agent behind a chat-completions endpoint. The agent reads the gold objectives, which
-    a chat request does not carry: they are looked up by the episode's question message. Every prompt
-    received is kept, by question, in arrival order."""
-
-    def __init__(self, agent: Agent, env_kwargs: dict[str, Any], seeds: range):
-        self.agent = agent
-        env = MemSearchQAEnv(**env_kwargs)
-        self.objectives = {}
-        for seed in seeds:
-            obs, info = env.reset(seed=seed)
-            self.objectives[obs[1]["content"]] = info["objectives"]
-        self.prompts: dict[str, list[list[dict[str, str]]]] = defaultdict(list)
-
-    def __call__(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        messages = [{"role": m["role"], "content": m["content"]} for m in body["messages"]]
-        self.prompts[messages[1]["content"]].append(messages)
-        text = self.agent.act(messages, {"objectives": self.objectives[messages[1]["content"]]})
-        return 200, {"id": "stand-in", "object": "chat.completion", "created": 0, "model": body["model"],
-                     "choices": [{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": text}}]}
-
-
-@contextmanager
-def policy_server(agent: Agent, env_kwargs: dict[str, Any], seeds: range) -> Iterator[tuple[Any, Policy]]:
-    """(verifiers client config, policy) of a stand-in server playing ``agent``."""
-    policy = Policy(agent, env_kwargs, seeds)
-    with serve(policy) as (url, _):
-        yield vf.ClientConfig(api_base_url=f"{url}/v1", api_key_var="MEMPO_TEST_NO_KEY", max_retries=0), policy
-
-
-def evaluate(env: Any, client: Any) -> list[dict[str, Any]]:
-    """verifiers' evaluation loop; the outputs in example order."""
-    return env.evaluate_sync(client=client, model="scripted")["outputs"]
 
 
 @pytest.mark.parametrize("context", ["memory", "full"])
@@ -157,6 +118,22 @@ def test_non_ascii_and_large_turns(context: str) -> None:
     assert output["metrics"]["total_chars"] == runner["total_chars"] > 600_000
     [prompts] = policy.prompts.values()
     assert len(prompts) == 3 and any("記" * 300_000 in m["content"] for m in prompts[1])
+
+
+def test_a_lone_surrogate_from_the_model_fails_only_its_rollout() -> None:
+    """A reply holding a lone surrogate (``\\udc3a`` in its JSON) is refused by verifiers' client as a model
+    error: that rollout ends errored with score 0, and the evaluation completes."""
+
+    class Broken(Agent):
+        def act(self, observation: list[dict[str, str]], info: dict[str, Any]) -> str:
+            return "<mem>x\udc3a</mem><think>t</think><search>Momo \udc3a</search>"
+
+    env = vf.load_environment("memsearchqa", episodes=2, **SETTINGS)
+    with policy_server(Broken(), SETTINGS, range(2)) as (client, _):
+        outputs = evaluate(env, client)
+    for output in outputs:
+        assert output["stop_condition"] == "has_error" and output["reward"] == 0.0
+        assert "surrogate" in str(output["error"])
 
 
 def test_bad_arguments_are_named() -> None:
