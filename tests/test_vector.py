@@ -51,7 +51,7 @@ def test_async_and_sync_vector_envs_agree():
 
 @pytest.mark.parametrize("space, values", [
     (ChatMessages(), [[{"role": "user", "content": "Où est 日本?"}], [], [{"role": "system", "content": "x" * 99}]]),
-    (FreeText(max_length=8), ["", "é日\n", "<mem>"]),
+    (FreeText(max_length=8), ["", "é日\n\udc3a", "<mem>"]),  # any str, a lone surrogate too
 ])
 def test_shared_memory_round_trips_and_is_live(space, values):
     memory = create_shared_memory(space, n=3)
