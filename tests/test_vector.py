@@ -2,11 +2,10 @@
 memory for the text spaces, and the list-of-infos view that batched agents use."""
 
 import copy
-import re
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from doc_blocks import code_blocks
 from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
 import mempo_env  # noqa: F401
@@ -15,8 +14,8 @@ from mempo_env.spaces import ChatMessages, FreeText
 
 def docs_example() -> str:
     """The vectorised rollout of docs/environment.md ("Vectorised environments")."""
-    text = (Path(__file__).parents[1] / "docs" / "environment.md").read_text()
-    return re.search(r"## Vectorised environments.*?```python\n(.*?)```", text, re.S).group(1)
+    (block,) = [b for b in code_blocks("docs/environment.md", lang="python") if b.heading == "Vectorised environments"]
+    return block.text
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
