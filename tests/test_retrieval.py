@@ -306,17 +306,20 @@ def test_remote_rejects_one_id_for_two_documents() -> None:
             remote.search(["q"], topk=3)
 
 
-def test_retriever_options_reach_the_client_through_gym_make() -> None:
-    server = FakeServer(lambda n, _: (500, b"boom"))
+def test_retriever_options_reach_the_client_through_gym_make_and_a_failed_step_loses_nothing() -> None:
+    server = FakeServer(lambda n, body: (500, b"boom") if n <= 2 else search_r1_answer(n, body))
+    turn = "<mem>m</mem><think>t</think><search>q</search>"
     with serving(server) as url:
         options = {"timeout": [1, 2], "attempts": 2, "backoff": 0.001, "max_wait": 1}
         env = gym.make("MemSearchQA-v0", retriever=url, retriever_options=options)
         client = env.unwrapped.retriever
         assert (client.retry.timeout, client.retry.attempts, client.retry.max_wait) == ((1, 2), 2, 1)
         env.reset(seed=0)
-        with pytest.raises(RetrieverError, match="failed after 2 attempt"):
-            env.step("<mem>m</mem><think>t</think><search>q</search>")
-    assert server.requests == 2
+        with pytest.raises(RetrieverError, match=r"failed after 2 attempt\(s\): HTTP 500 boom"):
+            env.step(turn)
+        assert server.requests == 2
+        *_, info = env.step(turn)  # the server is back: the same turn goes through, as the first one
+    assert info["turn"] == 1 and info["doc_ids"] == ["q-0", "q-1", "q-2"]
     bm25 = make_retriever(None, CORPUS, cache_dir=None, options={"k1": 1.2})
     assert isinstance(bm25, BM25Retriever)
     with pytest.raises(TypeError, match="unexpected keyword argument 'timout'"):
