@@ -178,10 +178,20 @@ def load_tokenizer(name: str | None) -> Any:
         raise BenchmarkError(f"cannot load tokenizer {name!r}: {e}") from None
 
 
+def _labelled(agent: str | Agent) -> tuple[str, str | Agent]:
+    """``LABEL=SPEC`` -> (LABEL, SPEC), as on the command line; another spec string is its own label, an
+    ``Agent`` is labelled by its name. A spec's own ``=`` (``openai:URL#MODEL#concurrency=4``) follows a
+    ``:`` or ``#``, never a bare label."""
+    if not isinstance(agent, str):
+        return agent.name, agent
+    m = re.fullmatch(r"([\w.-]+)=(.+)", agent.strip())
+    return (m[1], m[2]) if m else (agent, agent)
+
+
 def label_agents(agents: Sequence[str | Agent] | Mapping[str, str | Agent]) -> dict[str, str | Agent]:
-    """Label -> spec string or ``Agent``. A spec string is labelled by itself, an ``Agent`` by its name."""
-    items = list(agents.items()) if isinstance(agents, Mapping) else [
-        (a if isinstance(a, str) else a.name, a) for a in agents]
+    """Label -> spec string or ``Agent``, from a ``{label: spec or Agent}`` mapping or a list of specs
+    (each ``LABEL=SPEC`` or labelled by itself) and ``Agent`` objects (labelled by their names)."""
+    items = list(agents.items()) if isinstance(agents, Mapping) else [_labelled(a) for a in agents]
     if not items:
         raise BenchmarkError("no agents given")
     labels = [label for label, _ in items]
@@ -268,11 +278,13 @@ def evaluate(
     rows (``benchmarks.summary.summarize``) of that grid and write the run to ``out_dir`` (see the module doc).
 
     ``split``: ``None`` is the generated task's ``test`` or a shared set's default split.
-    ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``),
-    ready ``Agent`` objects, or a ``{label: spec or Agent}`` mapping. ``max_context_tokens`` (needs
-    ``tokenizer``): an episode whose next prompt is longer ends unanswered (the environment's
-    ``context_overflow``), for a model whose window it exceeds. ``verbose``: a progress bar, and the
-    table printed at the end.
+    ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``), each
+    labelled by itself or ``LABEL=SPEC`` as on the command line, ready ``Agent`` objects, or a
+    ``{label: spec or Agent}`` mapping. ``record_retrieval``: a log of this call's searches, so
+    the folder must not hold episodes of the grid already unless the log is that run's own.
+    ``max_context_tokens`` (needs ``tokenizer``): an episode whose next prompt is longer ends unanswered
+    (the environment's ``context_overflow``), for a model whose window it exceeds. ``verbose``: a
+    progress bar, and the table printed at the end.
     """
     objectives, contexts = list(objectives), list(contexts)
     if not objectives or any(not isinstance(k, int) or k < 1 for k in objectives) or len(set(objectives)) < len(
@@ -308,18 +320,25 @@ def evaluate(
     with hold_folder(out):
         config = read_config(out)
         check_settings(out, config, settings, specs)
+        episodes_path = out / EPISODES
+        done = {episode_key(r) for r in load_done(episodes_path)}
+        cells = [(label, c, k) for label in labelled for c in contexts for k in objectives]
+        todo = {cell: [e for e in range(episodes) if (*cell, e) not in done] for cell in cells}
+        total, left = len(cells) * episodes, sum(map(len, todo.values()))
+        if record_retrieval and left < total and not Path(record_retrieval).stat().st_size:
+            raise BenchmarkError(
+                f"record_retrieval {record_retrieval}: {out} already holds {total - left} of the {total} episodes "
+                "asked for; a run plays only what its folder lacks, so their searches would be missing from the "
+                "new log: record into a new out_dir (--out)")
         tok = load_tokenizer(tokenizer)
         built = build_agents(labelled)  # last: a model agent loads its weights here
         grid = {"agents": list(built), "contexts": contexts, "objectives": objectives, "episodes": episodes}
         write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
                                                 "last_grid": grid}, indent=1))
-
-        episodes_path = out / EPISODES
-        done = {episode_key(r) for r in load_done(episodes_path)}
-        cells = [(label, c, k) for label in built for c in contexts for k in objectives]
-        todo = {cell: [e for e in range(episodes) if (*cell, e) not in done] for cell in cells}
-        total = len(cells) * episodes
-        with episodes_path.open("a") as sink, tqdm(total=total, initial=total - sum(map(len, todo.values())),
+        if not left and verbose:
+            print(f"{out} already holds all {total} episodes asked for: none played, the report is rebuilt from "
+                  "its log (a new out_dir, --out, runs them again)")
+        with episodes_path.open("a") as sink, tqdm(total=total, initial=total - left,
                                                    desc="episodes", disable=not verbose) as bar:
             for (label, context, k), eps in todo.items():
                 if not eps:
@@ -346,15 +365,6 @@ def _int_list(text: str, flag: str) -> list[int]:
         raise BenchmarkError(f"{flag}: expected comma-separated positive integers like 1,2,4, got {text!r}")
     return [int(v) for v in text.split(",")]
 
-
-def _agent_specs(text: str) -> dict[str, str]:
-    """``oracle,weak`` or ``base=hf:PATH,tuned=hf:PATH2``: label each spec by itself or by LABEL=."""
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    pairs = [m.groups() if (m := re.fullmatch(r"([\w.-]+)=(.+)", s)) else (s, s) for s in items]
-    labels = [label for label, _ in pairs]
-    if len(set(labels)) < len(labels):
-        raise BenchmarkError(f"--agents: labels must be distinct, got {labels}")
-    return dict(pairs)
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -388,7 +398,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     args = p.parse_args(argv)
     try:
-        records = evaluate(_agent_specs(args.agents), out_dir=args.out, dataset=args.dataset, corpus=args.corpus,
+        agents = [s.strip() for s in args.agents.split(",") if s.strip()]
+        records = evaluate(agents, out_dir=args.out, dataset=args.dataset, corpus=args.corpus,
                            split=args.split, objectives=_int_list(args.objectives, "--objectives"),
                            contexts=[c.strip() for c in args.context.split(",")], episodes=args.episodes,
                            seed=args.seed, prompt=args.prompt, max_turns=args.max_turns,

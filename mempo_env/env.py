@@ -9,11 +9,17 @@ end. Reward: at the final answer, the number of exactly matched sub-answers, 0 u
 trajectory passes the format gate. Special-token and tool-tag look-alikes in model text make a turn
 invalid (rule 5) and, like any in a document, reach no message in their original form
 (``protocol.neutralize``), so no chat template renders a forged turn.
+
+Hostile text is handled at the boundary, ``step``: code points UTF-8 cannot encode (lone surrogates)
+become U+FFFD before parsing, so every string downstream encodes; and no observation outside the
+observation space is ever returned: a turn whose next observation would not fit its ``max_bytes``
+ends the episode (``info["observation_overflow"]``).
 """
 
 from __future__ import annotations
 
 import numbers
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,10 @@ from mempo_env.types import Document, QARecord, QATask
 from mempo_env.views import Message, count_tokens, full_view, mem_context, prepare_prompt
 
 RESET_OPTIONS = ("index", "objectives", "questions")
+_SURROGATE, _REPLACEMENT = re.compile("[\ud800-\udfff]"), "\ufffd"  # the code points UTF-8 cannot encode, and U+FFFD
+# A character takes at most 6 bytes of JSON (a control character's \u escape) and a message's keys,
+# role and separators under 64, so a view under this bound fits without being encoded.
+_MAX_JSON_BYTES_PER_CHAR, _MAX_JSON_BYTES_PER_MESSAGE = 6, 64
 
 
 def _clip(text: str, budget: int) -> str:
@@ -152,6 +162,9 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self._done = True
         super().reset(seed=seed)
         self._records = self._pick(options or {})
+        bad = next((r.id for r in self._records if any(_SURROGATE.search(t) for t in (r.question, *r.answers))), None)
+        if bad is not None:
+            raise ValueError(f"question {bad!r} holds a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot encode")
         self._target = self._records[0].answers if len(self._records) == 1 else [r.answers for r in self._records]
         questions = [r.question for r in self._records]
         self._messages = [{"role": "system", "content": self.prompt.system},
@@ -172,7 +185,12 @@ class MemSearchQAEnv(gym.Env[list, str]):
         if self._overflows():
             self._done = True
             raise ValueError(f"the first observation is longer than max_context_tokens={self.max_context_tokens}")
-        return self._view(), info
+        observation = self._view()
+        if not self._fits(observation):
+            self._done = True
+            raise ValueError(f"the first observation does not fit the observation space's "
+                             f"max_bytes={self.observation_space.max_bytes}")
+        return observation, info
 
     def _pick(self, options: dict[str, Any]) -> list[QARecord]:
         if not isinstance(options, dict):
@@ -229,6 +247,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
             raise RuntimeError("the episode is over (or never started): call reset() first")
         if not isinstance(action, str):
             raise TypeError(f"action must be a str (the model's response), not {type(action).__name__}")
+        action, replaced = _SURROGATE.subn(_REPLACEMENT, action)  # so that every string downstream encodes
         turn = parse_turn(action)
         seen_by_policy = self._view()
         history = full_view(self._messages)
@@ -246,8 +265,12 @@ class MemSearchQAEnv(gym.Env[list, str]):
         new += [] if reply is None else [{"role": "user", "content": reply}]
         self._messages += new
         self._obs_tokens = self._observation_tokens(new)
+        observation = self._view()
+        # An observation that does not fit the space is never returned: the episode ends at this turn
+        # and the caller gets back the last observation that fit (the one this turn answered).
+        too_big = not self._fits(observation)
         overflow = not terminated and self._overflows()
-        truncated = not terminated and (len(self._turns) >= self.max_turns or overflow)
+        truncated = not terminated and (len(self._turns) >= self.max_turns or overflow or too_big)
         self._done = terminated or truncated
 
         info: dict[str, Any] = {
@@ -263,12 +286,13 @@ class MemSearchQAEnv(gym.Env[list, str]):
             "format_errors": self._n_invalid,
             "doc_ids": doc_ids,
             "objectives": self._objectives,
+            "replaced_surrogates": replaced,
         }
         reward = 0.0
         if self._done:
-            info.update(self._final(turn.argument if answered else None, overflow))
+            info.update(self._final(turn.argument if answered else None, overflow, too_big))
             reward = float(info["score"])
-        return self._view(), reward, terminated, truncated, info
+        return seen_by_policy if too_big else observation, reward, terminated, truncated, info
 
     def truncate(self) -> dict[str, Any]:
         """End the running episode unanswered, for a wrapper that truncates it (``TimeLimit``), and return
@@ -300,8 +324,10 @@ class MemSearchQAEnv(gym.Env[list, str]):
         return None, []
 
     def _tool_response(self, body: str) -> str:
-        """The reply to a tool call; documents and quoted arguments are neutralised (protocol rule 5)."""
-        return f"<tool_response>\n{_clip(neutralize(body), self.obs_budget)}\n</tool_response>"
+        """The reply to a tool call; documents and quoted arguments are neutralised (protocol rule 5), and
+        lone surrogates (a retriever's JSON can carry them as escapes) replaced as in actions."""
+        body = neutralize(_SURROGATE.sub(_REPLACEMENT, body))
+        return f"<tool_response>\n{_clip(body, self.obs_budget)}\n</tool_response>"
 
     def _lookup(self, key: str) -> Document | None:
         """A document by id, else by title: documents this episode has seen first, then the corpus."""
@@ -327,6 +353,13 @@ class MemSearchQAEnv(gym.Env[list, str]):
         base = count_tokens(head, self.tokenizer)
         return self._obs_tokens + sum(count_tokens(head + [m], self.tokenizer) - base for m in new)
 
+    def _fits(self, observation: list[Message]) -> bool:
+        """Whether ``observation`` fits the observation space's ``max_bytes`` (as UTF-8 JSON); most are
+        cleared by a bound on their length, without encoding them."""
+        limit = self.observation_space.max_bytes
+        bound = sum(_MAX_JSON_BYTES_PER_CHAR * len(m["content"]) + _MAX_JSON_BYTES_PER_MESSAGE for m in observation)
+        return bound <= limit or len(self.observation_space.to_bytes(observation)) <= limit
+
     def _overflows(self) -> bool:
         """Whether the observation is longer than the policy can read."""
         return self.max_context_tokens is not None and self._obs_tokens > self.max_context_tokens
@@ -342,7 +375,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
             self._cost["total_tokens"] += tokens
             self._cost["peak_tokens"] = max(self._cost["peak_tokens"], tokens)
 
-    def _final(self, answer: str | None, overflow: bool = False) -> dict[str, Any]:
+    def _final(self, answer: str | None, overflow: bool = False, too_big: bool = False) -> dict[str, Any]:
         report = check_trajectory(self._turns, require_search=self.require_search)
         result = score_answer(answer, self._target)
         ok = report.ok
@@ -358,6 +391,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
             "n_turns": len(self._turns),
             "n_searches": self._n_searches,
             **self._cost,
+            "observation_overflow": too_big,
         }
         if self.tokenizer is None:
             del final["total_tokens"], final["peak_tokens"]
