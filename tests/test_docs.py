@@ -241,6 +241,8 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
                                      "the env suite", lambda m, a: m.main(a)),
     "mempo_env.retrieval.server": parse_only("mempo_env.retrieval.server", "a server that runs until stopped; "
                                              "tests/test_retrieval.py serves through it", lambda m, a: m.main(a)),
+    "mempo_env.openenv_server": parse_only("mempo_env.openenv_server", "a server that runs until stopped; "
+                                           "tests/test_openenv_server.py serves through it", lambda m, a: m.main(a)),
     "algorithms.mempo": parse_only("algorithms.mempo", TRAINING, lambda m, a: m.main("mempo", a), tyro_cli=True),
     "algorithms.grpo": parse_only("algorithms.mempo", TRAINING, lambda m, a: m.main("grpo", a), tyro_cli=True),
     "algorithms.sft": algorithms_sft,
