@@ -8,12 +8,15 @@ an observation, and check that every observation is in the environment's observa
 A path is a class with ``observation_space``, ``reset(seed) -> observations``, ``step(actions) ->
 outcomes`` and ``close()`` (``Path``); ``PATHS`` names them. Every path follows Gymnasium's default
 next-step autoreset: the step after an episode ends resets that slot and ignores its action.
-``tests/test_soak.py`` runs a small soak through each path in the default suite.
+``tests/test_soak.py`` runs a small soak through each path in the default suite. The verifiers
+environment, which lives in an environment of its own, is soaked through verifiers' own evaluation
+loop by ``tests/on_verifiers/test_soak.py`` (its size: ``MEMPO_SOAK_EPISODES``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import time
@@ -107,7 +110,42 @@ class AsyncVectorPath:
         self.envs.close()
 
 
-PATHS: dict[str, type] = {"plain": PlainPath, "async": AsyncVectorPath}
+class OpenEnvPath:
+    """The OpenEnv server (``mempo_env.openenv_server``, the ``openenv`` extra) on loopback, one WebSocket
+    session per slot through OpenEnv's own client: the observation and info as they arrive over the wire."""
+
+    def __init__(self, num_envs: int, env_kwargs: dict[str, Any]) -> None:
+        from mempo_env.openenv_server import MemSearchQAAction, MemSearchQAClient, serve_in_thread
+
+        self.action = MemSearchQAAction
+        self._stack = contextlib.ExitStack()
+        url, _ = self._stack.enter_context(serve_in_thread(max_sessions=num_envs, **env_kwargs))
+        self.clients = [self._stack.enter_context(MemSearchQAClient(base_url=url).sync()) for _ in range(num_envs)]
+        self.observation_space = ChatMessages()
+        self._ended = [False] * num_envs
+
+    def reset(self, seed: int) -> list[Observation]:
+        self._ended = [False] * len(self.clients)
+        return [client.reset(seed=seed + i).observation.messages for i, client in enumerate(self.clients)]
+
+    def step(self, actions: list[str]) -> list[Outcome]:
+        outcomes = []
+        for i, (client, action) in enumerate(zip(self.clients, actions)):
+            if self._ended[i]:
+                outcome = Outcome(client.reset().observation.messages, reset=True)
+            else:
+                obs = client.step(self.action(text=action)).observation
+                outcome = Outcome(obs.messages, obs.reward or 0.0, obs.done and not obs.truncated, obs.truncated,
+                                  obs.metadata)
+            self._ended[i] = outcome.terminated or outcome.truncated
+            outcomes.append(outcome)
+        return outcomes
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+PATHS: dict[str, type] = {"plain": PlainPath, "async": AsyncVectorPath, "openenv": OpenEnvPath}
 
 
 @dataclass

@@ -25,8 +25,12 @@ import argparse
 import functools
 import inspect
 import json
+import socket
+import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -124,6 +128,32 @@ def create_app(*, max_sessions: int = 64, session_timeout: float | None = None, 
     server.register_routes(app)
     app.state.env_server = server
     return app
+
+
+@contextmanager
+def serve_in_thread(**options: Any) -> Iterator[tuple[str, HTTPEnvServer]]:
+    """``create_app(**options)`` served on a free loopback port from a background thread, for a test, a
+    notebook or a benchmark in one process: yields (base URL, OpenEnv's ``HTTPEnvServer``) while it serves."""
+    import uvicorn
+
+    app = create_app(**options)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # a free port, held from here on
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the OpenEnv server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", app.state.env_server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 def _value(text: str) -> Any:

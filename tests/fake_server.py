@@ -43,6 +43,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # socketserver's 5 refuses connections when a client opens dozens at once
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that timed out closed the socket before the (late) answer was written

@@ -18,12 +18,13 @@ pytest.importorskip("openenv")
 import requests
 from doc_blocks import code_blocks, python_module_args, shell_commands
 from openenv.core.generic_client import GenericEnvClient
-from openenv_helpers import openenv_client, running_server
+from openenv_helpers import openenv_client
 
 from agents import make_agent
 from benchmarks.run import play
 from mempo_env import MemSearchQAEnv
-from mempo_env.openenv_server import MemSearchQAAction, MemSearchQAClient, MemSearchQAEnvironment, main, parse_args
+from mempo_env.openenv_server import (MemSearchQAAction, MemSearchQAClient, MemSearchQAEnvironment, main, parse_args,
+                                      serve_in_thread)
 
 SETTINGS = {"objectives": 2, "prompt": "eval", "split": "test"}
 FINAL = ("score", "em", "f1", "format_ok", "format_failed", "n_turns", "n_searches", "total_chars", "peak_chars")
@@ -32,7 +33,7 @@ FINAL = ("score", "em", "f1", "format_ok", "format_failed", "n_turns", "n_search
 @pytest.fixture(scope="module")
 def memory_server():
     """A memory-view server with room for 16 sessions: (URL, OpenEnv's HTTPEnvServer)."""
-    with running_server(context="memory", max_sessions=16, **SETTINGS) as served:
+    with serve_in_thread(context="memory", max_sessions=16, **SETTINGS) as served:
         yield served
 
 
@@ -148,7 +149,7 @@ def test_a_client_that_vanishes_mid_episode_frees_its_session(monkeypatch) -> No
     the slots."""
     closed = []
     monkeypatch.setattr(MemSearchQAEnvironment, "close", lambda self: closed.append(self))
-    with running_server(context="memory", max_sessions=2, **SETTINGS) as (url, server):
+    with serve_in_thread(context="memory", max_sessions=2, **SETTINGS) as (url, server):
 
         async def start_episode() -> MemSearchQAClient:
             client = MemSearchQAClient(base_url=url)
@@ -234,7 +235,7 @@ def test_the_documented_snippet() -> None:
     assert module == "mempo_env.openenv_server"
     args = parse_args(argv)
     assert (args.host, args.port) == ("127.0.0.1", 8000)
-    with running_server(max_sessions=args.max_sessions, **args.env_kwargs) as (url, _):
+    with serve_in_thread(max_sessions=args.max_sessions, **args.env_kwargs) as (url, _):
         namespace: dict[str, Any] = {}
         exec(snippet.text.replace("http://127.0.0.1:8000", url), namespace)
     result = namespace["result"]
