@@ -1,6 +1,7 @@
-"""mempo_verl against verl 0.9.1 itself, on the CPU: the trainer mode, the agent loop driven by a
-stand-in rollout server (the project's HF backend behind verl's generate and prompt_logprobs
-contract), verl's TransferQueue post-processing, and the advantages it stores.
+"""mempo_verl against verl 0.9.1 itself, on the CPU: the config and what it refuses, the trainer mode,
+the agent loop behind verl's own LLM client and a stand-in rollout server (the project's HF backend
+behind verl's generate and prompt_logprobs contract, ``verl_standins``), verl's TransferQueue
+post-processing, and the advantages it stores.
 
 Runs in the verl environment (``bash scripts/install_verl.sh``); skipped where verl is absent.
 """
@@ -400,3 +401,4 @@ def test_rows_through_transfer_queue_and_the_trainer(policy, transfer_queue):
             assert advantages[k].tolist() == pytest.approx(expected.tolist(), abs=1e-5)
             k += 1
     assert len(scored) >= 2
+    tq.kv_clear(keys=keys, partition_id="train")
