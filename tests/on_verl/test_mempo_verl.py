@@ -36,6 +36,7 @@ from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import resolve_task
 from mempo_verl.agent_loop import MemSearchQAAgentLoop
 from mempo_verl.data import corpus_key
+from mempo_verl.main import prepare_config
 from mempo_verl.options import MemPOOptions
 from mempo_verl.trainer import MemPOTrainer, mempo_advantages
 
@@ -79,6 +80,8 @@ def test_config_composes_and_the_trainer_mode_is_registered():
     options = MemPOOptions.from_config(config)
     assert options.memory_advantage and options.env["context"] == "memory" and options.answer_think
     assert config.trainer.v1.trainer_mode == "mempo" and get_trainer_cls("mempo") is MemPOTrainer
+    # with dynamic batch sizes, one mini-batch may hold every row of a step (128 questions x 16 turns)
+    prepare_config(make_config("actor_rollout_ref.actor.ppo_mini_batch_size=2048"))
     with pytest.raises(ValueError, match="unknown mempo option"):
         MemPOOptions.from_config({"mempo": {**vars(options), "typo": 1}})
 
@@ -101,8 +104,6 @@ def test_local_paths_are_made_absolute_on_the_head_node(tmp_path, monkeypatch):
     """verl's actors open the data, model and checkpoint paths in their own working directories, on
     other nodes too: ``python -m mempo_verl.main`` makes the local ones absolute where it runs; a hub
     model id and a shared set's name stay as they are."""
-    from mempo_verl.main import prepare_config
-
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
     for name in ("train.parquet", "val.parquet", "corpus.jsonl"):
