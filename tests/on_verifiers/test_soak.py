@@ -46,7 +46,7 @@ def test_hostile_turns_through_verifiers(context: str) -> None:
     env = vf.load_environment("memsearchqa", episodes=EPISODES, **kwargs)
     agent = Hostile(seed=1)
     with policy_server(agent, kwargs, range(EPISODES)) as (client, policy):
-        outputs = evaluate(env, client)
+        outputs = evaluate(env, client, max_concurrent=32)  # as a served model would be queried
     prompts = [p for per_question in policy.prompts.values() for p in per_question]
     assert len(prompts) == len(agent.sent) >= EPISODES
     outside = [i for i, p in enumerate(prompts) if not space.contains(p)]
@@ -62,5 +62,7 @@ def test_hostile_turns_through_verifiers(context: str) -> None:
             assert output["metrics"]["num_turns"] <= SETTINGS["max_turns"]
             assert output["reward"] == output["metrics"]["score"]
     refused = sum(o["error"] is not None for o in outputs)
+    print(f"verifiers soak, {context} view: {len(agent.sent)} hostile turns in {EPISODES} episodes, {refused} refused "
+          f"by verifiers' client, largest prompt {max(len(space.to_bytes(p)) for p in prompts)} bytes, 0 outside")
     assert 0 < refused < EPISODES  # the seeded mix has replies with and without lone surrogates
     assert any(any(s in a for s in SURROGATES) for a in agent.sent)

@@ -46,6 +46,6 @@ def policy_server(agent: Agent, env_kwargs: dict[str, Any], seeds: range) -> Ite
         yield vf.ClientConfig(api_base_url=f"{url}/v1", api_key_var="MEMPO_TEST_NO_KEY", max_retries=0), policy
 
 
-def evaluate(env: Any, client: Any) -> list[dict[str, Any]]:
-    """verifiers' evaluation loop; the outputs in example order."""
-    return env.evaluate_sync(client=client, model="scripted")["outputs"]
+def evaluate(env: Any, client: Any, max_concurrent: int = -1) -> list[dict[str, Any]]:
+    """verifiers' evaluation loop (``max_concurrent`` rollouts at a time; -1: all); the outputs in example order."""
+    return env.evaluate_sync(client=client, model="scripted", max_concurrent=max_concurrent)["outputs"]
