@@ -170,7 +170,7 @@ def test_a_callable_summariser_gets_the_turns_since_the_last_summary_and_that_su
 
 def test_the_extractive_summary_keeps_every_hop_the_oracle_quotes():
     env = gym.make("MemSearchQA-v0", context="full", max_turns=40)
-    oracle, summarise = OracleAgent(), ExtractiveSummariser()
+    oracle, summarise, chars = OracleAgent(), ExtractiveSummariser(), {"summaries": 0, "histories": 0}
     for episode in range(20):
         obs, info = env.reset(seed=episode, options={"objectives": episode % 10 + 1})
         done = False
@@ -181,6 +181,9 @@ def test_the_extractive_summary_keeps_every_hop_the_oracle_quotes():
         summary = summarise(SummaryRequest([o["question"] for o in info["objectives"]], None, history[2:]))
         quoted = [line.split(": ", 1)[1] for line in parse_turn(history[-1]["content"]).mem.splitlines()]
         assert quoted and all(q in summary for q in quoted), (episode, quoted, summary)
+        chars["summaries"] += len(summary)
+        chars["histories"] += sum(len(m["content"]) for m in history[2:])
+    assert chars["summaries"] < chars["histories"] / 5  # about a sixth (docs/environment.md)
 
 
 class Echo(Agent):
