@@ -4,11 +4,11 @@ import threading
 
 import gymnasium as gym
 import pytest
+from doc_blocks import code_blocks, python_module_args, shell_commands
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import OracleAgent
 from agents.base import Agent
-from doc_blocks import code_blocks, python_module_args, shell_commands
 from mempo_env import Document, MemSearchQAEnv, QARecord, QATask
 from mempo_env.context import STRATEGIES, ContextStrategy, WindowContext, make_strategy, register_strategy
 from mempo_env.protocol import parse_turn
@@ -143,7 +143,8 @@ def test_summary_keeps_the_last_turns_asked_for_and_the_oracle_goes_on():
     seen, infos = play(toy_env(context=SummaryStrategy(2500, keep=1)), SEARCHES + [ANSWER])
     assert [m["content"] for m in seen[2][2:]] == [SEARCHES[1], f"<tool_response>\nDoc 1(Title: Ann Lee) "
                                                   f"{DOCS[1].text}\n</tool_response>"]
-    assert "The director of Zorb is Ann Lee" in seen[2][1]["content"] and "Ann Lee was born" not in seen[2][1]["content"]
+    summary = seen[2][1]["content"]
+    assert "The director of Zorb is Ann Lee" in summary and "Ann Lee was born" not in summary
     env = gym.make("MemSearchQA-v0", context=SummaryStrategy(4000, keep=1), objectives=6, max_turns=30)
     obs, info = env.reset(seed=0)
     done, oracle = False, OracleAgent()
