@@ -11,8 +11,9 @@ most the episodes in flight (the log is only appended to; ``config.json`` is rep
 agents, views, objective counts or more episodes extend it; other settings, other data (a hash of
 questions and corpus) or another spec behind a label are refused. A run holds the folder: a second
 one into it fails at once. The table describes the grid asked for, also where the folder holds
-more. Episode ``e`` of every cell is reset with seed ``seed + e``, so all agents and views answer
-the same questions. The episodes of a cell run in lockstep, ``--batch`` at a time, so a model agent
+more. Episode ``e`` of every cell is reset with seed ``seed + e``, so all agents and context
+strategies (``--context memory,full,window:4,summary``; ``mempo_env.context``) answer the same
+questions. The episodes of a cell run in lockstep, ``--batch`` at a time, so a model agent
 generates one batch per turn (``act_batch``).
 
 Costs: characters always; tokens (TT, PT) when ``--tokenizer`` names a Hugging Face tokenizer,
@@ -40,6 +41,7 @@ from tqdm import tqdm
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
 from benchmarks.report import CONFIG, EPISODES, BenchmarkError, episode_key, read_config, read_episodes, write_report
+from mempo_env.context import ContextStrategy, make_strategy
 from mempo_env.prompts import get_prompt
 from mempo_env.retrieval import make_retriever
 from mempo_env.retrieval.base import Retriever, RetrieverError
@@ -51,7 +53,7 @@ OBJECTIVES = (1, 2, 4, 6, 8, 10)
 LOCK = "run.lock"
 CONTEXTS = ("memory", "full")
 KEEP = ("answer", "score", "aligned_score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow",
-        "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens")
+        "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens", "context_events")
 
 
 def episode_record(env: gym.Env, info: dict[str, Any]) -> dict[str, Any]:
@@ -251,6 +253,18 @@ def check_settings(out: Path, config: dict[str, Any], settings: dict[str, Any], 
         raise BenchmarkError(f"{out} holds a run with other settings ({what}); use another --out")
 
 
+def build_strategies(contexts: Sequence[str | ContextStrategy]) -> dict[str, ContextStrategy]:
+    """Name -> context strategy, each built once for all the envs of its cells."""
+    try:
+        strategies = [make_strategy(c) for c in contexts]
+    except (ValueError, TypeError) as e:
+        raise BenchmarkError(str(e)) from None
+    names = [s.name for s in strategies]
+    if not names or len(set(names)) < len(names):
+        raise BenchmarkError(f"contexts must be distinct context strategies, got {names}")
+    return dict(zip(names, strategies))
+
+
 def evaluate(
     agents: Sequence[str | Agent] | Mapping[str, str | Agent],
     *,
@@ -259,7 +273,7 @@ def evaluate(
     corpus: str | Path | None = None,
     split: str | None = None,
     objectives: Sequence[int] = OBJECTIVES,
-    contexts: Sequence[str] = CONTEXTS,
+    contexts: Sequence[str | ContextStrategy] = CONTEXTS,
     episodes: int = 100,
     seed: int = 0,
     prompt: str = "eval",
@@ -278,6 +292,9 @@ def evaluate(
     rows (``benchmarks.summary.summarize``) of that grid and write the run to ``out_dir`` (see the module doc).
 
     ``split``: ``None`` is the generated task's ``test`` or a shared set's default split.
+    ``contexts``: context strategies by name (``memory``, ``full``, ``window:K``,
+    ``summary[:CHARS[:SUMMARISER]]``, a registered one) or ``ContextStrategy`` objects; each is built once
+    (a summariser model loads here) and its name labels its episodes.
     ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``), each
     labelled by itself or ``LABEL=SPEC`` as on the command line, ready ``Agent`` objects, or a
     ``{label: spec or Agent}`` mapping. ``record_retrieval``: a log of this call's searches, so
@@ -286,12 +303,11 @@ def evaluate(
     (the environment's ``context_overflow``), for a model whose window it exceeds. ``verbose``: a
     progress bar, and the table printed at the end.
     """
-    objectives, contexts = list(objectives), list(contexts)
+    objectives = list(objectives)
     if not objectives or any(not isinstance(k, int) or k < 1 for k in objectives) or len(set(objectives)) < len(
             objectives):
         raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
-    if not contexts or not set(contexts) <= set(CONTEXTS) or len(set(contexts)) < len(contexts):
-        raise BenchmarkError(f"contexts must be distinct values of {CONTEXTS}, got {contexts}")
+    strategies = build_strategies(contexts)
     if max_context_tokens is not None and (tokenizer is None or max_context_tokens < 1):
         raise BenchmarkError(f"max_context_tokens must be at least 1 and counts the tokenizer's tokens: give a "
                              f"tokenizer too (got {max_context_tokens}, tokenizer {tokenizer!r})")
@@ -322,7 +338,7 @@ def evaluate(
         check_settings(out, config, settings, specs)
         episodes_path = out / EPISODES
         done = {episode_key(r) for r in load_done(episodes_path)}
-        cells = [(label, c, k) for label in labelled for c in contexts for k in objectives]
+        cells = [(label, c, k) for label in labelled for c in strategies for k in objectives]
         todo = {cell: [e for e in range(episodes) if (*cell, e) not in done] for cell in cells}
         total, left = len(cells) * episodes, sum(map(len, todo.values()))
         if record_retrieval and left < total and not Path(record_retrieval).stat().st_size:
@@ -332,7 +348,7 @@ def evaluate(
                 "new log: record into a new out_dir (--out)")
         tok = load_tokenizer(tokenizer)
         built = build_agents(labelled)  # last: a model agent loads its weights here
-        grid = {"agents": list(built), "contexts": contexts, "objectives": objectives, "episodes": episodes}
+        grid = {"agents": list(built), "contexts": list(strategies), "objectives": objectives, "episodes": episodes}
         write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
                                                 "last_grid": grid}, indent=1))
         if not left and verbose:
@@ -345,8 +361,9 @@ def evaluate(
                     continue
                 bar.set_postfix_str(f"{label} {context} k={k}")
                 turns = max(max_turns, turns_per_objective * k)
-                envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=context, prompt=prompt,
-                                 objectives=k, max_turns=turns, tokenizer=tok, max_context_tokens=max_context_tokens)
+                envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=strategies[context],
+                                 prompt=prompt, objectives=k, max_turns=turns, tokenizer=tok,
+                                 max_context_tokens=max_context_tokens)
                         for _ in range(min(batch_size, len(eps)))]
                 for i, record in play(built[label], envs, [seed + e for e in eps]):
                     head = {"agent": label, "context": context, "objectives": k, "episode": eps[i],
@@ -383,7 +400,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--record-retrieval", metavar="LOG", help="append every search result to this JSONL log")
     p.add_argument("--replay-retrieval", metavar="LOG", help="answer searches only from this log (exact rerun)")
     p.add_argument("--objectives", default=",".join(map(str, OBJECTIVES)), help="questions per episode: 1,2,4")
-    p.add_argument("--context", default=",".join(CONTEXTS), help="views, comma-separated: memory, full")
+    p.add_argument("--context", default=",".join(CONTEXTS),
+                   help="context strategies, comma-separated: memory, full, window:K, summary[:CHARS[:SUMMARISER]] "
+                        "(docs/environment.md)")
     p.add_argument("--prompt", default="eval", help="prompt template")
     p.add_argument("--episodes", type=int, default=100, help="episodes per agent x view x objectives")
     p.add_argument("--max-turns", type=int, default=16, help="turn budget (at least; see --turns-per-objective)")
