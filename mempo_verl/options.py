@@ -66,6 +66,10 @@ class MemPOOptions:
             raise ValueError(f"mempo option(s) {missing} missing from the config")
         if values["answer_think"] is None:
             values["answer_think"] = ANSWERING
+        context = (values["env"] or {}).get("context", "memory")
+        if context not in ("memory", "full"):  # the agent loop's two layouts: one row per turn, or per episode
+            raise ValueError(f"mempo.env.context={context!r}: the verl agent loop trains the memory view or the full "
+                             "context, not other context strategies yet")
         return cls(**values)
 
 

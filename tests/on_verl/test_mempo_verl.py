@@ -93,7 +93,8 @@ def test_mempo_refuses_settings_it_cannot_train_under():
     for override, message in (("algorithm.adv_estimator=gae", "adv_estimator"),
                               ("actor_rollout_ref.rollout.calculate_log_probs=false", "no token would train"),
                               ("actor_rollout_ref.actor.loss_agg_mode=token-mean", "one constant"),
-                              ("actor_rollout_ref.actor.loss_scale_factor=null", "one constant")):
+                              ("actor_rollout_ref.actor.loss_scale_factor=null", "one constant"),
+                              ("mempo.env.context=window:4", "not other context strategies")):
         with pytest.raises(ValueError, match=message):
             MemPOTrainer(make_config(override))
     assert MemPOTrainer(make_config("mempo.equal_episode_weight=false",
