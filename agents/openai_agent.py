@@ -47,15 +47,16 @@ def close_action(text: str, choice: dict[str, Any]) -> str:
 class OpenAIAgent(Agent):
     """``base_url``: the API root, e.g. ``http://127.0.0.1:8000/v1``; ``model``: the served name.
 
-    ``timeout`` (seconds per request), ``attempts`` (retries with backoff on connection errors,
-    timeouts, 429 and 5xx) and ``concurrency`` (requests in flight for ``act_batch``) go to the
-    HTTP client. The API key is read from the environment variable ``key_env`` when set there.
+    ``timeout`` (read seconds per try), ``attempts``, ``backoff`` and ``max_wait`` (the retry loop's
+    knobs: connection errors, timeouts, 429 and 5xx retried, see ``mempo_env.http_retry``) and
+    ``concurrency`` (requests in flight for ``act_batch``) go to the HTTP client. The API key is read
+    from the environment variable ``key_env`` when set there.
     """
 
     def __init__(self, base_url: str, model: str, *, api: str = "chat", tokenizer: Any = None,
                  max_tokens: int = 512, temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0,
-                 timeout: float = 120.0, attempts: int = 4, concurrency: int = 8, key_env: str = "OPENAI_API_KEY",
-                 name: str | None = None) -> None:
+                 timeout: float = 120.0, attempts: int = 4, backoff: float = 0.5, max_wait: float = 5.0,
+                 concurrency: int = 8, key_env: str = "OPENAI_API_KEY", name: str | None = None) -> None:
         if api not in ("chat", "completions"):
             raise ValueError(f"api must be 'chat' or 'completions', not {api!r}")
         if api == "completions" and tokenizer is None:
@@ -66,7 +67,7 @@ class OpenAIAgent(Agent):
             tokenizer = AutoTokenizer.from_pretrained(tokenizer)
         key = os.environ.get(key_env)
         self.client = JSONClient(base_url, what="OpenAI-compatible server", timeout=(5.0, timeout),
-                                 attempts=attempts, concurrency=concurrency,
+                                 attempts=attempts, backoff=backoff, max_wait=max_wait, concurrency=concurrency,
                                  headers={"Authorization": f"Bearer {key}"} if key else None)
         self.model, self.api, self.tokenizer = model, api, tokenizer
         self.sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "stop": list(STOP)}

@@ -4,10 +4,12 @@
     python -m algorithms.sft --ship     # the same, then make it the shipped one (algorithms/warmup/)
     python -m algorithms.sft --steps 10 # a warm-up with other settings (--help lists them)
 
-The oracle's turns, seen through the memory-forcing view, are the targets: the prompt and tool
-tokens are context, only the response tokens are trained. The episodes come from many generated
-worlds (the task's own world is the first): in one world a small model memorises every fact and
-never learns to read the tool responses, which is the skill held-out questions need.
+The oracle's turns are the targets, each prompt rendered in a context strategy (``--context``: the
+memory-forcing view by default; ``full``, ``window:4``, ``summary``, ... as in
+``mempo_env.context``): the prompt and tool tokens are context, only the response tokens are
+trained. The episodes come from many generated worlds (the task's own world is the first): in one
+world a small model memorises every fact and never learns to read the tool responses, which is the
+skill held-out questions need.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from algorithms.compute import Setting, candidates, cpu_name, fastest, num_threa
 from algorithms.loss import token_logprobs
 from algorithms.rollout import encode
 from algorithms.tiny_policy import build_tiny_policy
+from mempo_env.context import ContextStrategy, make_strategy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.tasks import make_generated_task
@@ -57,8 +60,13 @@ class SFTConfig:
     """generated worlds (seeds task_seed, task_seed + 1, ...) the episodes are spread over"""
     episodes: int = 6000
     """oracle episodes (train splits) to learn from"""
+    context: str = "memory"
+    """the context strategy the oracle's turns are rendered in (memory, full, window:K,
+    summary[:CHARS[:SUMMARISER]], or a registered name; mempo_env.context). The oracle acts on the whole
+    history, so every strategy renders the same turns, also one whose prompts hide the oracle's last
+    <mem> (a summary)"""
     full_context: float = 0.0
-    """share of the episodes whose turns are seen in the full-context view (the rest: the memory view).
+    """share of the episodes whose turns are seen in the full-context view (the rest: ``context``).
     The memory reward subtracts P(gold | full history), and the no-memory baseline trains in that view:
     both need a policy that can also answer from a full history (docs/learners.md, the P_full
     variant). Turns longer than the model's window are left out (``build.json`` counts them)"""
@@ -95,22 +103,26 @@ class SFTConfig:
     """the tiny policy's attention heads (ignored with ``base``)"""
 
 
-def oracle_turns(cfg: SFTConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, response ids) of every oracle turn, prompts in the memory-forcing view or, for a
-    ``full_context`` share of the episodes, the whole history."""
+def oracle_turns(cfg: SFTConfig, tokenizer,
+                 strategy: ContextStrategy | None = None) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, response ids) of every oracle turn, prompts in ``strategy`` (default: built from
+    ``cfg.context``) or, for a ``full_context`` share of the episodes, the whole history. The oracle reads
+    its progress from its own last turn, which the whole history always holds (``env.messages``): so
+    the turns are the same in every strategy."""
+    strategy = strategy or make_strategy(cfg.context)
     agents, turns, pick = (OracleAgent(), OracleAgent(keep_evidence=False)), [], random.Random(cfg.seed)
     for w in range(min(cfg.worlds, cfg.episodes)):
         task = make_generated_task("train", seed=cfg.task_seed + w, hops=cfg.hops)
         retriever = make_retriever(None, task.corpus)
-        envs = {view: MemSearchQAEnv(task, retriever=retriever, context=view) for view in ("memory", "full")}
+        envs = [MemSearchQAEnv(task, retriever=retriever, context=view) for view in (strategy, "full")]
         for episode in range(w, cfg.episodes, cfg.worlds):
-            env = envs["full" if pick.random() < cfg.full_context else "memory"]
+            env = envs[pick.random() < cfg.full_context]
             agent = agents[pick.random() < cfg.pointer_memory]
             k = cfg.objectives[episode % len(cfg.objectives)]
             obs, info = env.reset(seed=cfg.seed * 1_000_003 + episode, options={"objectives": k})
             done = False
             while not done:
-                action = agent.act(obs, info)
+                action = agent.act(env.messages, info)
                 turns.append((encode(tokenizer, render_prompt(obs, tokenizer)), encode(tokenizer, action)))
                 obs, _, terminated, truncated, info = env.step(action)
                 done = terminated or truncated
@@ -118,6 +130,7 @@ def oracle_turns(cfg: SFTConfig, tokenizer) -> list[tuple[list[int], list[int]]]
 
 
 def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
+    strategy = make_strategy(cfg.context)  # a bad name fails before anything is built
     if cfg.base:
         base = Path(cfg.base)
     else:
@@ -129,7 +142,7 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     window = model.config.max_position_embeddings
-    turns = oracle_turns(cfg, tokenizer)
+    turns = oracle_turns(cfg, tokenizer, strategy)
     # full views at long horizons can outgrow the window: left out, and counted in build.json
     dropped = len(turns) - len(turns := [t for t in turns if len(t[0]) + len(t[1]) <= window])
     rng = random.Random(cfg.seed)
@@ -191,8 +204,10 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
 
 def recipe(cfg: SFTConfig) -> dict:
     """What a warm-up learns from, the key of its cache: not where it is kept, nor the precision and
-    threads that only change how fast it is built."""
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("cache_dir", "precision", "threads")}
+    threads that only change how fast it is built. The memory view, what every warm-up used before
+    ``context`` existed, is left out of it, so those keep their key (the shipped one its record)."""
+    skip = ("cache_dir", "precision", "threads") + (("context",) if cfg.context == "memory" else ())
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip}
 
 
 def warmup_dir(cfg: SFTConfig) -> Path:

@@ -22,9 +22,11 @@ from matplotlib.figure import Figure  # noqa: E402
 from benchmarks.summary import LABELS, PERCENT  # noqa: E402
 
 # Per view: line style, marker, marker size, filled, x shift (a fraction of the x range). A filled dot
-# inside a hollow square, side by side, shows both views where they score the same.
+# inside a hollow square, side by side, shows both views where they score the same. Other context
+# strategies (window:K, summary, ...) take the next of OTHERS in order of appearance.
 STYLE = {"memory": ("-", "o", 4, True, -0.01), "full": ("--", "s", 7, False, 0.01)}
-OTHER = (":", "^", 6, False, 0.0)
+OTHERS = ((":", "^", 6, False, 0.0), ("-.", "D", 5, False, 0.005), (":", "v", 6, False, -0.005),
+          ("-.", "P", 6, False, 0.015), (":", "X", 6, False, -0.015), ("-.", "*", 7, False, 0.02))
 BANDS = {"f1": "bands: 95% intervals (Wilson where every episode scored 0 or 1, else Student-t, within 0-100%)",
          "cost": "bands: 95% Student-t intervals"}
 
@@ -49,11 +51,12 @@ def _panel(ax: Any, rows: list[dict[str, Any]], metric: str, colors: dict[str, A
     scale = 100 if metric in PERCENT else 1
     ks = [r["objectives"] for r in rows]
     span = max(max(ks) - min(ks), 3)
+    others = list(dict.fromkeys(context for _, context in lines if context not in STYLE))
     for (agent, context), pts in lines.items():
         pts = sorted((p for p in pts if metric in p), key=lambda p: p["objectives"])
         if not pts:
             continue
-        style, marker, size, filled, shift = STYLE.get(context, OTHER)
+        style, marker, size, filled, shift = STYLE.get(context) or OTHERS[others.index(context) % len(OTHERS)]
         x = [p["objectives"] + shift * span for p in pts]
         mean, low, high = ([v * scale for v in vs] for vs in zip(*(p[metric][:3] for p in pts)))
         color = colors.setdefault(agent, f"C{len(colors)}")

@@ -11,8 +11,9 @@ most the episodes in flight (the log is only appended to; ``config.json`` is rep
 agents, views, objective counts or more episodes extend it; other settings, other data (a hash of
 questions and corpus) or another spec behind a label are refused. A run holds the folder: a second
 one into it fails at once. The table describes the grid asked for, also where the folder holds
-more. Episode ``e`` of every cell is reset with seed ``seed + e``, so all agents and views answer
-the same questions. The episodes of a cell run in lockstep, ``--batch`` at a time, so a model agent
+more. Episode ``e`` of every cell is reset with seed ``seed + e``, so all agents and context
+strategies (``--context memory,full,window:4,summary``; ``mempo_env.context``) answer the same
+questions. The episodes of a cell run in lockstep, ``--batch`` at a time, so a model agent
 generates one batch per turn (``act_batch``).
 
 Costs: characters always; tokens (TT, PT) when ``--tokenizer`` names a Hugging Face tokenizer,
@@ -40,6 +41,7 @@ from tqdm import tqdm
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
 from benchmarks.report import CONFIG, EPISODES, BenchmarkError, episode_key, read_config, read_episodes, write_report
+from mempo_env.context import ContextStrategy, make_strategy
 from mempo_env.prompts import get_prompt
 from mempo_env.retrieval import make_retriever
 from mempo_env.retrieval.base import Retriever, RetrieverError
@@ -51,7 +53,7 @@ OBJECTIVES = (1, 2, 4, 6, 8, 10)
 LOCK = "run.lock"
 CONTEXTS = ("memory", "full")
 KEEP = ("answer", "score", "aligned_score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow",
-        "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens")
+        "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens", "context_events")
 
 
 def episode_record(env: gym.Env, info: dict[str, Any]) -> dict[str, Any]:
@@ -178,10 +180,20 @@ def load_tokenizer(name: str | None) -> Any:
         raise BenchmarkError(f"cannot load tokenizer {name!r}: {e}") from None
 
 
+def _labelled(agent: str | Agent) -> tuple[str, str | Agent]:
+    """``LABEL=SPEC`` -> (LABEL, SPEC), as on the command line; another spec string is its own label, an
+    ``Agent`` is labelled by its name. A spec's own ``=`` (``openai:URL#MODEL#concurrency=4``) follows a
+    ``:`` or ``#``, never a bare label."""
+    if not isinstance(agent, str):
+        return agent.name, agent
+    m = re.fullmatch(r"([\w.-]+)=(.+)", agent.strip())
+    return (m[1], m[2]) if m else (agent, agent)
+
+
 def label_agents(agents: Sequence[str | Agent] | Mapping[str, str | Agent]) -> dict[str, str | Agent]:
-    """Label -> spec string or ``Agent``. A spec string is labelled by itself, an ``Agent`` by its name."""
-    items = list(agents.items()) if isinstance(agents, Mapping) else [
-        (a if isinstance(a, str) else a.name, a) for a in agents]
+    """Label -> spec string or ``Agent``, from a ``{label: spec or Agent}`` mapping or a list of specs
+    (each ``LABEL=SPEC`` or labelled by itself) and ``Agent`` objects (labelled by their names)."""
+    items = list(agents.items()) if isinstance(agents, Mapping) else [_labelled(a) for a in agents]
     if not items:
         raise BenchmarkError("no agents given")
     labels = [label for label, _ in items]
@@ -241,6 +253,18 @@ def check_settings(out: Path, config: dict[str, Any], settings: dict[str, Any], 
         raise BenchmarkError(f"{out} holds a run with other settings ({what}); use another --out")
 
 
+def build_strategies(contexts: Sequence[str | ContextStrategy]) -> dict[str, ContextStrategy]:
+    """Name -> context strategy, each built once for all the envs of its cells."""
+    try:
+        strategies = [make_strategy(c) for c in contexts]
+    except (ValueError, TypeError) as e:
+        raise BenchmarkError(str(e)) from None
+    names = [s.name for s in strategies]
+    if not names or len(set(names)) < len(names):
+        raise BenchmarkError(f"contexts must be distinct context strategies, got {names}")
+    return dict(zip(names, strategies))
+
+
 def evaluate(
     agents: Sequence[str | Agent] | Mapping[str, str | Agent],
     *,
@@ -249,7 +273,7 @@ def evaluate(
     corpus: str | Path | None = None,
     split: str | None = None,
     objectives: Sequence[int] = OBJECTIVES,
-    contexts: Sequence[str] = CONTEXTS,
+    contexts: Sequence[str | ContextStrategy] = CONTEXTS,
     episodes: int = 100,
     seed: int = 0,
     prompt: str = "eval",
@@ -268,18 +292,22 @@ def evaluate(
     rows (``benchmarks.summary.summarize``) of that grid and write the run to ``out_dir`` (see the module doc).
 
     ``split``: ``None`` is the generated task's ``test`` or a shared set's default split.
-    ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``),
-    ready ``Agent`` objects, or a ``{label: spec or Agent}`` mapping. ``max_context_tokens`` (needs
-    ``tokenizer``): an episode whose next prompt is longer ends unanswered (the environment's
-    ``context_overflow``), for a model whose window it exceeds. ``verbose``: a progress bar, and the
-    table printed at the end.
+    ``contexts``: context strategies by name (``memory``, ``full``, ``window:K``,
+    ``summary[:CHARS[:SUMMARISER]]``, a registered one) or ``ContextStrategy`` objects; each is built once
+    (a summariser model loads here) and its name labels its episodes.
+    ``agents``: spec strings (``oracle``, ``weak``, ``random``, model specs of ``agents.make_agent``), each
+    labelled by itself or ``LABEL=SPEC`` as on the command line, ready ``Agent`` objects, or a
+    ``{label: spec or Agent}`` mapping. ``record_retrieval``: a log of this call's searches, so
+    the folder must not hold episodes of the grid already unless the log is that run's own.
+    ``max_context_tokens`` (needs ``tokenizer``): an episode whose next prompt is longer ends unanswered
+    (the environment's ``context_overflow``), for a model whose window it exceeds. ``verbose``: a
+    progress bar, and the table printed at the end.
     """
-    objectives, contexts = list(objectives), list(contexts)
+    objectives = list(objectives)
     if not objectives or any(not isinstance(k, int) or k < 1 for k in objectives) or len(set(objectives)) < len(
             objectives):
         raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
-    if not contexts or not set(contexts) <= set(CONTEXTS) or len(set(contexts)) < len(contexts):
-        raise BenchmarkError(f"contexts must be distinct values of {CONTEXTS}, got {contexts}")
+    strategies = build_strategies(contexts)
     if max_context_tokens is not None and (tokenizer is None or max_context_tokens < 1):
         raise BenchmarkError(f"max_context_tokens must be at least 1 and counts the tokenizer's tokens: give a "
                              f"tokenizer too (got {max_context_tokens}, tokenizer {tokenizer!r})")
@@ -308,26 +336,34 @@ def evaluate(
     with hold_folder(out):
         config = read_config(out)
         check_settings(out, config, settings, specs)
-        tok = load_tokenizer(tokenizer)
-        built = build_agents(labelled)  # last: a model agent loads its weights here
-        grid = {"agents": list(built), "contexts": contexts, "objectives": objectives, "episodes": episodes}
-        write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
-                                                "last_grid": grid}, indent=1))
-
         episodes_path = out / EPISODES
         done = {episode_key(r) for r in load_done(episodes_path)}
-        cells = [(label, c, k) for label in built for c in contexts for k in objectives]
+        cells = [(label, c, k) for label in labelled for c in strategies for k in objectives]
         todo = {cell: [e for e in range(episodes) if (*cell, e) not in done] for cell in cells}
-        total = len(cells) * episodes
-        with episodes_path.open("a") as sink, tqdm(total=total, initial=total - sum(map(len, todo.values())),
+        total, left = len(cells) * episodes, sum(map(len, todo.values()))
+        if record_retrieval and left < total and not Path(record_retrieval).stat().st_size:
+            raise BenchmarkError(
+                f"record_retrieval {record_retrieval}: {out} already holds {total - left} of the {total} episodes "
+                "asked for; a run plays only what its folder lacks, so their searches would be missing from the "
+                "new log: record into a new out_dir (--out)")
+        tok = load_tokenizer(tokenizer)
+        built = build_agents(labelled)  # last: a model agent loads its weights here
+        grid = {"agents": list(built), "contexts": list(strategies), "objectives": objectives, "episodes": episodes}
+        write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
+                                                "last_grid": grid}, indent=1))
+        if not left and verbose:
+            print(f"{out} already holds all {total} episodes asked for: none played, the report is rebuilt from "
+                  "its log (a new out_dir, --out, runs them again)")
+        with episodes_path.open("a") as sink, tqdm(total=total, initial=total - left,
                                                    desc="episodes", disable=not verbose) as bar:
             for (label, context, k), eps in todo.items():
                 if not eps:
                     continue
                 bar.set_postfix_str(f"{label} {context} k={k}")
                 turns = max(max_turns, turns_per_objective * k)
-                envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=context, prompt=prompt,
-                                 objectives=k, max_turns=turns, tokenizer=tok, max_context_tokens=max_context_tokens)
+                envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=strategies[context],
+                                 prompt=prompt, objectives=k, max_turns=turns, tokenizer=tok,
+                                 max_context_tokens=max_context_tokens)
                         for _ in range(min(batch_size, len(eps)))]
                 for i, record in play(built[label], envs, [seed + e for e in eps]):
                     head = {"agent": label, "context": context, "objectives": k, "episode": eps[i],
@@ -347,15 +383,6 @@ def _int_list(text: str, flag: str) -> list[int]:
     return [int(v) for v in text.split(",")]
 
 
-def _agent_specs(text: str) -> dict[str, str]:
-    """``oracle,weak`` or ``base=hf:PATH,tuned=hf:PATH2``: label each spec by itself or by LABEL=."""
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    pairs = [m.groups() if (m := re.fullmatch(r"([\w.-]+)=(.+)", s)) else (s, s) for s in items]
-    labels = [label for label, _ in pairs]
-    if len(set(labels)) < len(labels):
-        raise BenchmarkError(f"--agents: labels must be distinct, got {labels}")
-    return dict(pairs)
-
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
@@ -373,7 +400,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--record-retrieval", metavar="LOG", help="append every search result to this JSONL log")
     p.add_argument("--replay-retrieval", metavar="LOG", help="answer searches only from this log (exact rerun)")
     p.add_argument("--objectives", default=",".join(map(str, OBJECTIVES)), help="questions per episode: 1,2,4")
-    p.add_argument("--context", default=",".join(CONTEXTS), help="views, comma-separated: memory, full")
+    p.add_argument("--context", default=",".join(CONTEXTS),
+                   help="context strategies, comma-separated: memory, full, window:K, summary[:CHARS[:SUMMARISER]] "
+                        "(docs/environment.md)")
     p.add_argument("--prompt", default="eval", help="prompt template")
     p.add_argument("--episodes", type=int, default=100, help="episodes per agent x view x objectives")
     p.add_argument("--max-turns", type=int, default=16, help="turn budget (at least; see --turns-per-objective)")
@@ -388,7 +417,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     args = p.parse_args(argv)
     try:
-        records = evaluate(_agent_specs(args.agents), out_dir=args.out, dataset=args.dataset, corpus=args.corpus,
+        agents = [s.strip() for s in args.agents.split(",") if s.strip()]
+        records = evaluate(agents, out_dir=args.out, dataset=args.dataset, corpus=args.corpus,
                            split=args.split, objectives=_int_list(args.objectives, "--objectives"),
                            contexts=[c.strip() for c in args.context.split(",")], episodes=args.episodes,
                            seed=args.seed, prompt=args.prompt, max_turns=args.max_turns,

@@ -2,18 +2,26 @@
 
 One episode = one or more questions (objectives). Each step takes one assistant response
 (``<mem>…</mem><think>…</think>`` + one action), runs the action (search, access, answer) and
-returns the chat messages the policy conditions on next: the whole history (``context="full"``) or
-the memory-forcing view of ``prepare_prompt`` (``context="memory"``). ``info`` carries both spec
-snapshots (``full_context``, ``mem_context``) at every turn, and the score and token costs at the
-end. Reward: at the final answer, the number of exactly matched sub-answers, 0 unless the whole
+returns the chat messages the policy conditions on next, built by a context strategy
+(``mempo_env.context``): the whole history (``context="full"``), the memory-forcing view of
+``prepare_prompt`` (``context="memory"``), the last K turns (``"window:K"``), ReSum's summaries
+(``"summary"``) or a strategy of the user's. ``info`` carries both spec snapshots (``full_context``,
+``mem_context``) at every turn whatever the strategy, and the score and token costs at the end.
+Reward: at the final answer, the number of exactly matched sub-answers, 0 unless the whole
 trajectory passes the format gate. Special-token and tool-tag look-alikes in model text make a turn
 invalid (rule 5) and, like any in a document, reach no message in their original form
 (``protocol.neutralize``), so no chat template renders a forged turn.
+
+Hostile text is handled at the boundary, ``step``: code points UTF-8 cannot encode (lone surrogates)
+become U+FFFD before parsing, so every string downstream encodes; and no observation outside the
+observation space is ever returned: a turn whose next observation would not fit its ``max_bytes``
+ends the episode (``info["observation_overflow"]``).
 """
 
 from __future__ import annotations
 
 import numbers
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from mempo_env.context import ContextEvent, ContextStrategy, History, make_strategy
 from mempo_env.prompts import get_prompt
 from mempo_env.protocol import Turn, check_trajectory, corrective_message, neutralize, parse_turn
 from mempo_env.retrieval import Hit, Retriever, make_retriever, render_hits
@@ -28,9 +37,13 @@ from mempo_env.reward import score_answer
 from mempo_env.spaces import ChatMessages, FreeText
 from mempo_env.tasks import resolve_task
 from mempo_env.types import Document, QARecord, QATask
-from mempo_env.views import Message, count_tokens, full_view, mem_context, prepare_prompt
+from mempo_env.views import Message, count_tokens, full_view, mem_context
 
 RESET_OPTIONS = ("index", "objectives", "questions")
+_SURROGATE, _REPLACEMENT = re.compile("[\ud800-\udfff]"), "\ufffd"  # the code points UTF-8 cannot encode, and U+FFFD
+# A character takes at most 6 bytes of JSON (a control character's \u escape) and a message's keys,
+# role and separators under 64, so a view under this bound fits without being encoded.
+_MAX_JSON_BYTES_PER_CHAR, _MAX_JSON_BYTES_PER_MESSAGE = 6, 64
 
 
 def _clip(text: str, budget: int) -> str:
@@ -69,7 +82,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         retriever: str | Retriever | None = None,
         retriever_options: dict[str, Any] | None = None,
         cache_dir: str | Path | None = "default",
-        context: str = "memory",
+        context: str | ContextStrategy = "memory",
         prompt: str = "train",
         max_turns: int = 16,
         topk: int = 3,
@@ -97,7 +110,10 @@ class MemSearchQAEnv(gym.Env[list, str]):
                 pause between tries) and ``pool_size`` (``RemoteRetriever``); for BM25 ``k1`` and ``b``.
             cache_dir: where the BM25 index is cached; ``"default"`` uses ``$MEMPO_CACHE_DIR`` or
                 ``~/.cache/mempo_env``, ``None`` disables the cache.
-            context: ``"memory"`` (prepare_prompt view) or ``"full"`` (whole history) observations.
+            context: the context strategy that builds each observation (``mempo_env.context``): ``"memory"``
+                (prepare_prompt view), ``"full"`` (whole history), ``"window:K"`` (the last K turns),
+                ``"summary[:CHARS[:SUMMARISER]]"`` (ReSum), a name given to ``register_strategy``, or a
+                ``ContextStrategy``. ``env.context`` is its name, ``env.strategy`` the strategy.
             prompt: prompt template name (``"train"``, ``"eval"`` or a versioned name).
             max_turns: turn budget; the episode is truncated when it runs out (a ``TimeLimit`` from
                 ``gym.make(..., max_episode_steps=N)`` may cut it shorter, with the same final ``info``).
@@ -113,8 +129,6 @@ class MemSearchQAEnv(gym.Env[list, str]):
                 longer is truncated unanswered (score 0; the final ``info["context_overflow"]`` says
                 whether that happened), as a real engine refuses such a prompt; ``None``: no limit.
         """
-        if context not in ("memory", "full"):
-            raise ValueError(f"context must be 'memory' or 'full', not {context!r}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         max_turns, topk, obs_budget, objectives = (
@@ -131,7 +145,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
         if objectives > len(self.task.questions):
             raise ValueError(f"objectives={objectives} exceeds the {len(self.task.questions)} questions")
         self.retriever = make_retriever(retriever, self.task.corpus, cache_dir=cache_dir, options=retriever_options)
-        self.context, self.prompt = context, get_prompt(prompt)
+        self.strategy = make_strategy(context)
+        self.context, self.prompt = self.strategy.name, get_prompt(prompt)
         self.max_turns, self.topk, self.obs_budget, self.objectives = max_turns, topk, obs_budget, objectives
         self.end_on_invalid, self.require_search = end_on_invalid, require_search
         self.tokenizer, self.max_context_tokens, self.render_mode = tokenizer, max_context_tokens, render_mode
@@ -142,6 +157,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         for d in self.task.corpus:
             self._docs_by_title.setdefault(d.title.lower(), d)
         self._messages: list[Message] = []
+        self._prompt: list[Message] = []
         self._done = True
 
     # ---- episode start -------------------------------------------------------------------
@@ -152,6 +168,9 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self._done = True
         super().reset(seed=seed)
         self._records = self._pick(options or {})
+        bad = next((r.id for r in self._records if any(_SURROGATE.search(t) for t in (r.question, *r.answers))), None)
+        if bad is not None:
+            raise ValueError(f"question {bad!r} holds a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot encode")
         self._target = self._records[0].answers if len(self._records) == 1 else [r.answers for r in self._records]
         questions = [r.question for r in self._records]
         self._messages = [{"role": "system", "content": self.prompt.system},
@@ -160,7 +179,9 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self._seen: dict[str, Document] = {}
         self._n_searches = self._n_invalid = 0
         self._cost = {"total_chars": 0, "peak_chars": 0, "total_tokens": 0, "peak_tokens": 0}
-        self._obs_tokens = self._observation_tokens([])
+        self._history, self._events = History(questions, self._messages), []
+        self._prompt = []
+        self._next_prompt()
         self._done = False
         self._objectives = [asdict(r) for r in self._records]
         info = {
@@ -172,7 +193,12 @@ class MemSearchQAEnv(gym.Env[list, str]):
         if self._overflows():
             self._done = True
             raise ValueError(f"the first observation is longer than max_context_tokens={self.max_context_tokens}")
-        return self._view(), info
+        observation = self._view()
+        if not self._fits(observation):
+            self._done = True
+            raise ValueError(f"the first observation does not fit the observation space's "
+                             f"max_bytes={self.observation_space.max_bytes}")
+        return observation, info
 
     def _pick(self, options: dict[str, Any]) -> list[QARecord]:
         if not isinstance(options, dict):
@@ -229,6 +255,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
             raise RuntimeError("the episode is over (or never started): call reset() first")
         if not isinstance(action, str):
             raise TypeError(f"action must be a str (the model's response), not {type(action).__name__}")
+        action, replaced = _SURROGATE.subn(_REPLACEMENT, action)  # so that every string downstream encodes
         turn = parse_turn(action)
         seen_by_policy = self._view()
         history = full_view(self._messages)
@@ -240,14 +267,20 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self._turns.append(turn)
         self._n_invalid += not turn.valid
         self._n_searches += turn.valid and turn.action == "search"
-        self._account(seen_by_policy, action)
+        self._account(seen_by_policy, action, self._obs_tokens)
         # Stored inert, so no chat template renders a forged turn from it; a valid turn is unchanged.
         new = [{"role": "assistant", "content": neutralize(action)}]
         new += [] if reply is None else [{"role": "user", "content": reply}]
         self._messages += new
-        self._obs_tokens = self._observation_tokens(new)
+        # no strategy work (a summary) for a prompt nobody will read
+        event = None if terminated or len(self._turns) >= self.max_turns else self._after_turn()
+        self._next_prompt()
+        observation = self._view()
+        # An observation that does not fit the space is never returned: the episode ends at this turn
+        # and the caller gets back the last observation that fit (the one this turn answered).
+        too_big = not self._fits(observation)
         overflow = not terminated and self._overflows()
-        truncated = not terminated and (len(self._turns) >= self.max_turns or overflow)
+        truncated = not terminated and (len(self._turns) >= self.max_turns or overflow or too_big)
         self._done = terminated or truncated
 
         info: dict[str, Any] = {
@@ -262,13 +295,15 @@ class MemSearchQAEnv(gym.Env[list, str]):
             "failed_rules": list(turn.failed),
             "format_errors": self._n_invalid,
             "doc_ids": doc_ids,
+            "context_event": event,
             "objectives": self._objectives,
+            "replaced_surrogates": replaced,
         }
         reward = 0.0
         if self._done:
-            info.update(self._final(turn.argument if answered else None, overflow))
+            info.update(self._final(turn.argument if answered else None, overflow, too_big))
             reward = float(info["score"])
-        return self._view(), reward, terminated, truncated, info
+        return seen_by_policy if too_big else observation, reward, terminated, truncated, info
 
     def truncate(self) -> dict[str, Any]:
         """End the running episode unanswered, for a wrapper that truncates it (``TimeLimit``), and return
@@ -300,8 +335,10 @@ class MemSearchQAEnv(gym.Env[list, str]):
         return None, []
 
     def _tool_response(self, body: str) -> str:
-        """The reply to a tool call; documents and quoted arguments are neutralised (protocol rule 5)."""
-        return f"<tool_response>\n{_clip(neutralize(body), self.obs_budget)}\n</tool_response>"
+        """The reply to a tool call; documents and quoted arguments are neutralised (protocol rule 5), and
+        lone surrogates (a retriever's JSON can carry them as escapes) replaced as in actions."""
+        body = neutralize(_SURROGATE.sub(_REPLACEMENT, body))
+        return f"<tool_response>\n{_clip(body, self.obs_budget)}\n</tool_response>"
 
     def _lookup(self, key: str) -> Document | None:
         """A document by id, else by title: documents this episode has seen first, then the corpus."""
@@ -311,38 +348,75 @@ class MemSearchQAEnv(gym.Env[list, str]):
         seen = next((d for d in self._seen.values() if d.title.lower() == title), None)
         return seen or self._docs_by_title.get(title)
 
-    def _observation_tokens(self, new: list[Message]) -> int | None:
-        """Tokens of the observation after ``new`` was added (``None`` without a tokenizer), counted once
-        for both the limit and the costs. The full view is never re-tokenised: it is the last count plus
-        each new message's own tokens after the system message and question. That is exact for a chat
-        template that renders every message on its own (ChatML, the tiny policy's); for one that renders
-        a message differently once others follow it (e.g. drops earlier turns' reasoning) it is an
-        estimate that counts every message as first rendered, and for plain newline-joined text (no
-        template) it can differ by a token where a message meets the next."""
-        if self.tokenizer is None:
+    def _after_turn(self) -> dict[str, Any] | None:
+        """The strategy's work between two turns (``after_turn``), its model calls counted in the costs."""
+        event = self.strategy.after_turn(self._history)
+        if event is None:
             return None
-        if self.context == "memory" or not new:
-            return count_tokens(self._view(), self.tokenizer)
-        head = self._messages[:2]
-        base = count_tokens(head, self.tokenizer)
-        return self._obs_tokens + sum(count_tokens(head + [m], self.tokenizer) - base for m in new)
+        if not isinstance(event, ContextEvent):
+            raise TypeError(f"context strategy {self.context!r}: after_turn returned {event!r}, not a ContextEvent "
+                            "or None")
+        read = _checked(event.read, self.context)
+        tokens = count_tokens(read, self.tokenizer) if self.tokenizer is not None and read else 0
+        chars, tokens = self._account(read, event.wrote, tokens)
+        record = {"turn": len(self._turns), "kind": event.kind, "outcome": event.outcome, "detail": event.detail,
+                  "chars": chars}
+        if self.tokenizer is not None:
+            record["tokens"] = tokens
+        self._events.append(record)
+        return record
+
+    def _next_prompt(self) -> None:
+        """Build the next observation with the strategy, check it, and count its tokens (``None`` without a
+        tokenizer) once for both the limit and the costs. A prompt that is not a prefix of the next is
+        rendered and counted whole: it is what the policy reads anyway. One that is (``strategy.prefix``,
+        checked here) is never re-tokenised: its count is the last count plus each new message's own
+        tokens after the system message and question. That is exact for a chat template that renders
+        every message on its own (ChatML, the tiny policy's); for one that renders a message differently
+        once others follow it (e.g. drops earlier turns' reasoning) it is an estimate that counts every
+        message as first rendered, and for plain newline-joined text (no template) it can differ by a
+        token where a message meets the next."""
+        prompt, before = _checked(self.strategy.prompt(self._history), self.context), self._prompt
+        grows = self.strategy.prefix and bool(before)
+        if grows and prompt[: len(before)] != before:
+            raise ValueError(f"context strategy {self.context!r} says prefix=True, but its prompt after turn "
+                             f"{len(self._turns)} does not extend the one before")
+        self._prompt = prompt
+        if self.tokenizer is None:
+            self._obs_tokens = None
+        elif grows:
+            head = prompt[:2]
+            base = count_tokens(head, self.tokenizer)
+            self._obs_tokens += sum(count_tokens(head + [m], self.tokenizer) - base for m in prompt[len(before):])
+        else:
+            self._obs_tokens = count_tokens(prompt, self.tokenizer)
+
+    def _fits(self, observation: list[Message]) -> bool:
+        """Whether ``observation`` fits the observation space's ``max_bytes`` (as UTF-8 JSON); most are
+        cleared by a bound on their length, without encoding them."""
+        limit = self.observation_space.max_bytes
+        bound = sum(_MAX_JSON_BYTES_PER_CHAR * len(m["content"]) + _MAX_JSON_BYTES_PER_MESSAGE for m in observation)
+        return bound <= limit or len(self.observation_space.to_bytes(observation)) <= limit
 
     def _overflows(self) -> bool:
         """Whether the observation is longer than the policy can read."""
         return self.max_context_tokens is not None and self._obs_tokens > self.max_context_tokens
 
-    def _account(self, prompt: list[Message], action: str) -> None:
-        """Context cost of one turn: what the policy read (``prompt``, whose tokens are counted already)
-        plus what it wrote. TT sums it over turns, PT maxes it."""
-        chars = sum(len(m["content"]) for m in prompt) + len(action)
+    def _account(self, prompt: list[Message], text: str, prompt_tokens: int | None) -> tuple[int, int | None]:
+        """Context cost of one model call, a policy turn or a strategy's (a summariser's): what it read
+        (``prompt``, of ``prompt_tokens`` counted already) plus what it wrote. TT sums it over the calls,
+        PT maxes it. Returns (characters, tokens)."""
+        chars = sum(len(m["content"]) for m in prompt) + len(text)
         self._cost["total_chars"] += chars
         self._cost["peak_chars"] = max(self._cost["peak_chars"], chars)
-        if self.tokenizer is not None:
-            tokens = self._obs_tokens + len(self.tokenizer.encode(action, add_special_tokens=False))
-            self._cost["total_tokens"] += tokens
-            self._cost["peak_tokens"] = max(self._cost["peak_tokens"], tokens)
+        if self.tokenizer is None:
+            return chars, None
+        tokens = prompt_tokens + len(self.tokenizer.encode(text, add_special_tokens=False))
+        self._cost["total_tokens"] += tokens
+        self._cost["peak_tokens"] = max(self._cost["peak_tokens"], tokens)
+        return chars, tokens
 
-    def _final(self, answer: str | None, overflow: bool = False) -> dict[str, Any]:
+    def _final(self, answer: str | None, overflow: bool = False, too_big: bool = False) -> dict[str, Any]:
         report = check_trajectory(self._turns, require_search=self.require_search)
         result = score_answer(answer, self._target)
         ok = report.ok
@@ -358,6 +432,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
             "n_turns": len(self._turns),
             "n_searches": self._n_searches,
             **self._cost,
+            "observation_overflow": too_big,
+            "context_events": list(self._events),
         }
         if self.tokenizer is None:
             del final["total_tokens"], final["peak_tokens"]
@@ -367,7 +443,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
 
     # ---- views ---------------------------------------------------------------------------
     def _view(self) -> list[Message]:
-        return prepare_prompt(self._messages) if self.context == "memory" else full_view(self._messages)
+        return [dict(m) for m in self._prompt]
 
     @property
     def messages(self) -> list[Message]:
@@ -382,3 +458,14 @@ class MemSearchQAEnv(gym.Env[list, str]):
             lines.append(f"--- {m['role']} ---")
             lines.append(m["content"])
         return "\n".join(lines) + "\n"
+
+
+def _checked(messages: Any, strategy: str) -> list[Message]:
+    """A strategy's messages, copied, after checking that they are chat messages: a wrong shape is an error
+    naming the strategy here, not a template's failure later."""
+    if not isinstance(messages, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages):
+        raise TypeError(f"context strategy {strategy!r} returned {messages!r:.200}, not a list of "
+                        "{'role': str, 'content': str} messages")
+    return [dict(m) for m in messages]

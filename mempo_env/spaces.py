@@ -30,7 +30,8 @@ def _random_text(rng: np.random.Generator, max_pieces: int) -> str:
 
 
 class FreeText(Space[str]):
-    """Any Python string of at most ``max_length`` characters (an LLM's raw response)."""
+    """Any Python string of at most ``max_length`` characters (an LLM's raw response), lone surrogates
+    included: its bytes are UTF-8 with ``surrogatepass``, so every string in the space serialises."""
 
     def __init__(self, max_length: int = 1 << 20, seed: int | np.random.Generator | None = None):
         self.max_length = max_length
@@ -38,10 +39,10 @@ class FreeText(Space[str]):
         super().__init__(seed=seed)
 
     def to_bytes(self, x: str) -> bytes:
-        return x.encode()
+        return x.encode("utf-8", "surrogatepass")
 
     def from_bytes(self, data: bytes) -> str:
-        return data.decode()
+        return data.decode("utf-8", "surrogatepass")
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
         return _random_text(self.np_random, 32)[: self.max_length]
@@ -58,7 +59,8 @@ class FreeText(Space[str]):
 
 class ChatMessages(Space[list]):
     """A list of ``{"role": ..., "content": str}`` chat messages, roles from ``roles``, at most ``max_bytes``
-    as UTF-8 JSON (the shared memory ``AsyncVectorEnv`` gives each environment's observation)."""
+    as UTF-8 JSON (the shared memory ``AsyncVectorEnv`` gives each environment's observation). Text UTF-8
+    cannot encode (a lone surrogate) is outside the space: ``contains`` answers False for it."""
 
     def __init__(self, roles: tuple[str, ...] = ("system", "user", "assistant"), max_messages: int | None = None,
                  max_bytes: int = 1 << 20, seed: int | np.random.Generator | None = None):
@@ -87,8 +89,15 @@ class ChatMessages(Space[list]):
                 and m["role"] in self.roles and isinstance(m["content"], str)
                 for m in x
             )
-            and len(self.to_bytes(x)) <= self.max_bytes
+            and self._size(x) <= self.max_bytes
         )
+
+    def _size(self, x: list) -> float:
+        """Bytes of ``x`` as UTF-8 JSON; infinite when UTF-8 cannot encode it."""
+        try:
+            return len(self.to_bytes(x))
+        except UnicodeEncodeError:
+            return float("inf")
 
     def __repr__(self) -> str:
         return f"ChatMessages(roles={self.roles}, max_messages={self.max_messages}, max_bytes={self.max_bytes})"

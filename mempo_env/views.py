@@ -1,4 +1,5 @@
-"""The two context views of spec section 3, and rendering a view for a tokenizer.
+"""The two context views of spec section 3 (the ``full`` and ``memory`` strategies of
+``mempo_env.context``), and rendering a view for a tokenizer.
 
 Messages are plain ``{"role", "content"}`` dicts. The full history is
 ``[system, user(question), assistant(turn 1), user(<tool_response> 1), assistant(turn 2), ...]``;
@@ -27,9 +28,15 @@ def prepare_prompt(messages: list[Message]) -> list[Message]:
 
     Everything older is dropped, so whatever the policy did not carry in its last ``<mem>`` is gone.
     """
+    return last_turns(messages, 1)
+
+
+def last_turns(messages: list[Message], k: int) -> list[Message]:
+    """[System +] question + the last ``k`` turns verbatim. A turn is one assistant response and the
+    environment's reply to it (a tool response or a corrective message; the final answer has none)."""
     n = _head(messages)
-    last = max((i for i in range(n, len(messages)) if messages[i]["role"] == "assistant"), default=None)
-    kept = messages[:n] if last is None else messages[:n] + messages[last : last + 2]
+    starts = [i for i in range(n, len(messages)) if messages[i]["role"] == "assistant"]
+    kept = messages[:n] + (messages[starts[-k:][0]:] if starts else [])
     return [dict(m) for m in kept]
 
 

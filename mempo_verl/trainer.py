@@ -6,16 +6,23 @@
 2. the memory advantage of ``algorithms.advantages`` is added on the ``<mem>`` tokens, from the
    ``P_mem``/``P_full`` that ``mempo_verl.agent_loop`` stored in each row's ``extra_fields``
    (``mempo.memory_advantage=false``: skipped, which is GRPO, the same code with the memory term off);
-3. each episode's rows are scaled so that every episode weighs the same in a ``token-mean`` loss
+3. each episode's rows are scaled so that every episode weighs the same in the policy loss
    (``mempo.equal_episode_weight``).
 
 Why 3: each turn is a row, so verl's ``seq-mean-token-mean`` would weigh an episode by its number of
 turns, the bias the project's own learner removed (``algorithms/batch.py``), and verl has no per-row
-loss weight. With ``token-mean`` every token weighs 1 / (tokens in the mini-batch); scaling episode
-``e``'s advantages by ``n_mean / n_e`` (its generated tokens against the batch's mean per episode)
-gives every episode the same total weight in the policy-gradient term, as the single-process learner
-does. The ratio clip is unchanged (PPO-clip is positively homogeneous in the advantage). The KL loss
-(``actor.use_kl_loss``) is not scaled: it stays a mean over tokens, so a longer episode weighs more there.
+loss weight. The config's ``seq-mean-token-sum-norm`` with a ``loss_scale_factor`` gives every generated
+token one constant weight, 1 / (``ppo_mini_batch_size`` x ``rollout.n`` x ``loss_scale_factor``), in every
+mini-batch; scaling episode ``e``'s advantages by ``n_mean / n_e`` (its generated tokens against the
+batch's mean per episode) then gives every episode the same total weight, ``n_mean`` tokens' worth, in
+the policy-gradient term of the step, however verl splits the rows into mini-batches. (``token-mean``
+divides by each mini-batch's own token count, so an episode's weight would depend on its mini-batch;
+``options.check_config`` refuses it.) The ratio clip is unchanged (PPO-clip is positively homogeneous
+in the advantage). The KL loss (``actor.use_kl_loss``) is not scaled: every token weighs the same there,
+so a longer episode weighs more.
+
+verl copies an episode's reward to each of its rows, so its score statistics would weigh an episode by
+its number of turns: ``_compute_metrics`` takes them over episodes instead.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from verl.trainer.ppo.v1 import PPOTrainerSync, register_trainer
 from verl.workers.utils.padding import response_to_nested
 
 from algorithms.advantages import memory_advantages, memory_rewards, token_advantages
-from mempo_verl.options import MemPOOptions
+from mempo_verl.options import check_config
 
 
 def mempo_advantages(a_out: torch.Tensor, response_mask: torch.Tensor, keys: list[str], uids: list[str],
@@ -65,7 +72,9 @@ def mempo_advantages(a_out: torch.Tensor, response_mask: torch.Tensor, keys: lis
                 mem_mask[r, span["start"]: span["end"]] = 1.0
             stats = {"mempo/p_mem": float(np.mean([s["p_mem"] for _, s in scored])),
                      "mempo/p_full": float(np.mean([s["p_full"] for _, s in scored])),
-                     "mempo/r_mem": r_mem.mean().item(), "mempo/scored_turns": float(len(scored))}
+                     "mempo/r_mem": r_mem.mean().item(), "mempo/scored_turns": float(len(scored)),
+                     # share of scored turns whose P_full saw only the most recent turns (agent_loop)
+                     "mempo/p_full_shortened": float(np.mean([s["p_full_dropped_turns"] > 0 for _, s in scored]))}
     advantages = token_advantages(a_out_rows, a_mem, mask, mem_mask)
     if equal_episode_weight:
         sessions = [key.rsplit("_", 1)[0] for key in keys]
@@ -81,14 +90,7 @@ class MemPOTrainer(PPOTrainerSync):
     ``mempo:`` section says (``memory_advantage``, ``equal_episode_weight``)."""
 
     def __init__(self, config: Any) -> None:
-        self.options = MemPOOptions.from_config(config)
-        if config.algorithm.adv_estimator != "grpo":
-            raise ValueError(f"trainer_mode=mempo adds to GRPO's outcome advantage; algorithm.adv_estimator is "
-                             f"{config.algorithm.adv_estimator!r}, set it to grpo")
-        agg = config.actor_rollout_ref.actor.loss_agg_mode
-        if self.options.equal_episode_weight and agg != "token-mean":
-            raise ValueError(f"mempo.equal_episode_weight weighs episodes through the advantages of a token-mean "
-                             f"loss; actor_rollout_ref.actor.loss_agg_mode is {agg!r}")
+        self.options = check_config(config)
         super().__init__(config)
 
     def _build_replay_buffer(self) -> Any:
@@ -111,3 +113,22 @@ class MemPOTrainer(PPOTrainerSync):
         nested = response_to_nested(advantages, nested_mask)
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
                                fields=TensorDict({"advantages": nested, "returns": nested}, batch_size=len(batch)))
+
+    def _compute_metrics(self, batch: KVBatchMeta, metrics: dict, timing_raw: dict, global_steps: int,
+                         epoch: int) -> None:
+        """verl's metrics, with its score and reward statistics taken over episodes (each session's last
+        row) instead of rows, which would weigh an episode by its number of turns."""
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps=global_steps, epoch=epoch)
+        last: dict[str, tuple[int, str]] = {}
+        for key, tag in zip(batch.keys, batch.tags):
+            session, index = key.rsplit("_", 1)
+            if not tag.get("is_padding", False) and int(index) >= last.get(session, (-1, ""))[0]:
+                last[session] = (int(index), key)
+        rewards = "token_level_rewards" if self.config.algorithm.use_kl_in_reward else "rm_scores"
+        data = tq.kv_batch_get(keys=[key for _, key in last.values()], partition_id=batch.partition_id,
+                               select_fields=sorted({"rm_scores", rewards}))
+        for name, field in (("score", "rm_scores"), ("rewards", rewards)):
+            per_episode = data[field].to_padded_tensor(0.0).sum(-1)
+            metrics.update({f"critic/{name}/mean": per_episode.mean().item(),
+                            f"critic/{name}/max": per_episode.max().item(),
+                            f"critic/{name}/min": per_episode.min().item()})

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check of mempo_verl: a few MemPO steps of a small model through verl on one node (vLLM
-# rollouts, FSDP actor, TransferQueue, trainer_mode=mempo). Not run by CI, which has no GPU.
+# rollouts, FSDP actor, TransferQueue, trainer_mode=mempo). Not run by CI, which has no GPU; its two
+# commands are read from here and checked by tests/on_verl/test_documented_commands.py.
 #   bash scripts/install_verl.sh                    # once: the verl environment, with verl[vllm] on a GPU machine
 #   bash scripts/verl_gpu_check.sh [MODEL_DIR] [N_GPUS]
 # MODEL_DIR: a local HF causal LM (default: the project's shipped tiny warm-up, nothing to download);
@@ -22,10 +23,7 @@ mkdir -p "$out"
     actor_rollout_ref.rollout.n=4 \
     actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
     actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
-    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 \
-    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8 \
     actor_rollout_ref.actor.ppo_mini_batch_size=8 \
-    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 \
     mempo.env.max_turns=6 \
     trainer.n_gpus_per_node="$gpus" trainer.nnodes=1 \
     trainer.total_training_steps="$steps" trainer.val_before_train=false trainer.test_freq=-1 \

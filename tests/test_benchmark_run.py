@@ -98,6 +98,33 @@ def test_replayed_retrieval_reproduces_the_run(tmp_path):
     assert read(tmp_path / "a" / "episodes.jsonl") == read(tmp_path / "b" / "episodes.jsonl")
 
 
+def test_recording_into_a_folder_that_holds_episodes_is_refused_and_a_finished_run_says_so(tmp_path, capsys):
+    """The issue: ``--record-retrieval log.jsonl`` after the main job played nothing and wrote an empty log."""
+    main(ARGS + ["--out", str(tmp_path / "a")])
+    capsys.readouterr()
+    log = tmp_path / "log.jsonl"
+    with pytest.raises(SystemExit):
+        main(ARGS + ["--out", str(tmp_path / "a"), "--record-retrieval", str(log)])
+    assert (f"{tmp_path / 'a'} already holds 16 of the 16 episodes asked for; a run plays only what its folder "
+            "lacks, so their searches would be missing from the new log: record into a new out_dir (--out)"
+            ) in capsys.readouterr().err
+    main(ARGS + ["--out", str(tmp_path / "a")])
+    assert "already holds all 16 episodes asked for: none played" in capsys.readouterr().out
+    main(ARGS + ["--out", str(tmp_path / "b"), "--record-retrieval", str(log)])  # a new folder records
+    assert log.stat().st_size
+    main(ARGS[:-3] + ["--episodes", "6", "--no-plots", "--out", str(tmp_path / "b"), "--record-retrieval", str(log)])
+    main(ARGS[:-3] + ["--episodes", "6", "--no-plots", "--out", str(tmp_path / "c"), "--replay-retrieval", str(log)])
+    b, c = (sorted(read(tmp_path / d / "episodes.jsonl"), key=key) for d in "bc")
+    assert len(b) == 24 and b == c  # a resumed recording replays whole
+
+
+def test_the_python_api_takes_label_equals_spec_as_the_command_line_does(tmp_path):
+    rows = evaluate(["oracle", "guess=weak"], dataset=None, objectives=[1], contexts=["memory"], episodes=2,
+                    out_dir=tmp_path, plots=False, verbose=False)
+    assert {r["agent"] for r in rows} == {"oracle", "guess"}
+    assert json.loads((tmp_path / "config.json").read_text())["agents"] == {"oracle": "oracle", "guess": "weak"}
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--dataset", "hotpotq"], "unknown dataset 'hotpotq'"),
     (["--dataset", "questions.jsonl"], "unknown dataset 'questions.jsonl': neither a file nor a known name"),
@@ -106,7 +133,8 @@ def test_replayed_retrieval_reproduces_the_run(tmp_path):
     (["--objectives", "0,2"], "objectives must be distinct positive integers, got [0, 2]"),
     (["--objectives", "2,2"], "objectives must be distinct positive integers"),
     (["--objectives", "1000"], "1000 objectives per episode but generated(seed=0,hops=1,2,3)/test has only 231"),
-    (["--context", "memory,short"], "contexts must be distinct values of ('memory', 'full')"),
+    (["--context", "memory,short"], "unknown context strategy 'short'"),
+    (["--context", "memory,memory"], "contexts must be distinct context strategies, got ['memory', 'memory']"),
     (["--agents", "oracle,wizard"], "unknown agent spec 'wizard'"),
     (["--agents", "a=oracle,a=weak"], "labels must be distinct"),
     (["--episodes", "0"], "episodes must be at least 1"),

@@ -1,4 +1,6 @@
-"""MemSearchQA-v0: the Gymnasium API, the two views, the spec snapshots, costs, errors."""
+"""MemSearchQA-v0: the Gymnasium API, the two views, the spec snapshots, costs, errors, hostile text."""
+
+import json
 
 import gymnasium as gym
 import pytest
@@ -457,3 +459,75 @@ def test_a_truncated_episode_ends_with_its_metrics_whoever_truncates_it(limit):
     assert (info["score"], info["em"], info["f1"], info["answer"], info["n_turns"]) == (0, 0.0, 0.0, None, 2)
     with pytest.raises(RuntimeError, match="reset"):
         env.unwrapped.step(T1)
+
+
+# ---- hostile text at the boundary (the soak drives it at scale: tests/test_soak.py) -------------------
+SURROGATE_TURN = "<mem>x\udc3a</mem><think>t</think><search>Zorb \udc3a</search>"
+
+
+def test_lone_surrogates_become_u_fffd_and_everything_after_encodes():
+    env = toy_env()
+    env.reset(options={"index": 0})
+    obs, _, _, _, info = env.step(SURROGATE_TURN)
+    assert info["replaced_surrogates"] == 2 and info["valid"] and info["argument"] == "Zorb \ufffd"
+    assert env.observation_space.contains(obs) and obs[2]["content"] == SURROGATE_TURN.replace("\udc3a", "\ufffd")
+    json.dumps([info, env.messages], ensure_ascii=False).encode()  # info strings and history encode
+
+
+def test_a_surrogate_in_an_observation_is_outside_the_space_and_contains_says_so():
+    space = toy_env().observation_space
+    assert not space.contains([{"role": "user", "content": "x\udc3a"}])  # an answer, not a UnicodeEncodeError
+
+
+def test_a_retrievers_lone_surrogates_are_replaced_too():
+    class Escaping:  # a JSON server can send "\udc3a" as an escape
+        def search(self, queries, topk):
+            return [[Hit(Document("d9", "Zorb", "Zorb \udc3a is a film."), 1.0)] for _ in queries]
+
+    env = MemSearchQAEnv(TASK, retriever=Escaping())
+    env.reset(options={"index": 0})
+    obs, *_ = env.step(T1)
+    assert "Zorb \ufffd is a film." in obs[-1]["content"] and env.observation_space.contains(obs)
+
+
+def test_an_observation_that_would_not_fit_the_space_ends_the_episode():
+    env = toy_env(context="full")
+    obs0, _ = env.reset(options={"index": 0})
+    wide = act("x" * 600_000, "search", "Zorb")
+    obs1, _, terminated, truncated, info = env.step(wide)
+    assert not (terminated or truncated) and "observation_overflow" not in info
+    obs2, reward, terminated, truncated, info = env.step(wide)  # 1.2 MB of full view
+    assert truncated and not terminated and reward == 0.0 and info["score"] == 0
+    assert info["observation_overflow"] and obs2 == obs1  # the last observation that fit
+    assert env.observation_space.contains(obs2) and env.messages[-2]["content"] == wide  # history verbatim
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(T1)
+
+
+def test_an_answer_too_big_to_observe_still_ends_scored():
+    env = toy_env()
+    env.reset(options={"index": 0})
+    obs1, *_ = env.step(T1)
+    obs2, reward, terminated, truncated, info = env.step(act("m", "answer", "Bo Moss" + " " * 1_100_000))
+    assert terminated and info["observation_overflow"] and reward == info["score"] == 1 and obs2 == obs1
+
+
+def test_a_normal_episode_ends_without_observation_overflow():
+    env = toy_env()
+    env.reset(options={"index": 0})
+    env.step(T1)
+    *_, info = env.step(act("m", "answer", "Bo Moss"))
+    assert info["observation_overflow"] is False and info["replaced_surrogates"] == 0
+
+
+@pytest.mark.parametrize(("question", "match"), [
+    ({"question": "Who? \udc3a", "answers": ["x"]}, "lone surrogate"),
+    ({"question": "Who?", "answers": ["x\ud800"]}, "lone surrogate"),
+    ({"question": "x" * (1 << 20), "answers": ["x"]}, "does not fit the observation space's max_bytes=1048576"),
+])
+def test_reset_refuses_questions_that_cannot_be_observed(question, match):
+    env = toy_env()
+    with pytest.raises(ValueError, match=match):
+        env.reset(options={"questions": question})
+    with pytest.raises(RuntimeError, match="reset"):  # the refused reset left no episode open
+        env.step(T1)

@@ -189,5 +189,5 @@ def test_errors_name_the_server(sglang, tokenizer, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         down = f"http://127.0.0.1:{s.getsockname()[1]}"
-    with pytest.raises(ServerError, match=f"SGLang server at {down}/generate is unreachable"):
+    with pytest.raises(ServerError, match=rf"SGLang server at {down}/generate failed after 1 attempt.*unreachable"):
         SGLangBackend(down, tokenizer, attempts=1).generate([[5]], max_new_tokens=2)

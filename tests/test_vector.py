@@ -2,11 +2,10 @@
 memory for the text spaces, and the list-of-infos view that batched agents use."""
 
 import copy
-import re
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from doc_blocks import code_blocks
 from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
 import mempo_env  # noqa: F401
@@ -15,8 +14,8 @@ from mempo_env.spaces import ChatMessages, FreeText
 
 def docs_example() -> str:
     """The vectorised rollout of docs/environment.md ("Vectorised environments")."""
-    text = (Path(__file__).parents[1] / "docs" / "environment.md").read_text()
-    return re.search(r"## Vectorised environments.*?```python\n(.*?)```", text, re.S).group(1)
+    (block,) = [b for b in code_blocks("docs/environment.md", lang="python") if b.heading == "Vectorised environments"]
+    return block.text
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -51,7 +50,7 @@ def test_async_and_sync_vector_envs_agree():
 
 @pytest.mark.parametrize("space, values", [
     (ChatMessages(), [[{"role": "user", "content": "Où est 日本?"}], [], [{"role": "system", "content": "x" * 99}]]),
-    (FreeText(max_length=8), ["", "é日\n", "<mem>"]),
+    (FreeText(max_length=8), ["", "é日\n\udc3a", "<mem>"]),  # any str, a lone surrogate too
 ])
 def test_shared_memory_round_trips_and_is_live(space, values):
     memory = create_shared_memory(space, n=3)

@@ -1,9 +1,8 @@
-"""A small JSON-over-HTTP client for inference servers: pooled connections, retries with backoff,
-a bound on parallel requests, and errors that name the server.
+"""A small JSON-over-HTTP client for inference servers: pooled connections, the project's capped retry
+loop (``mempo_env.http_retry``, shared with the retriever client), a bound on parallel requests, and
+errors that name the server.
 
-Shared by the OpenAI-compatible agent and the vLLM and SGLang server backends. Retried: connection
-errors, read timeouts, 429 and 5xx (POST included: generation, scoring and a weight reload from
-a folder can all be repeated safely). Anything else fails at once with the server's own message.
+Shared by the OpenAI-compatible agent and the vLLM and SGLang server backends.
 """
 
 from __future__ import annotations
@@ -14,13 +13,11 @@ from typing import Any, TypeVar
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError, ReadTimeoutError, ResponseError
-from urllib3.util.retry import Retry
+
+from mempo_env.http_retry import RetryPolicy, request
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-_RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 
 class ServerError(RuntimeError):
@@ -30,24 +27,20 @@ class ServerError(RuntimeError):
 class JSONClient:
     """POST/GET JSON to ``base_url``; ``map`` runs a function over items, ``concurrency`` at a time.
 
-    ``timeout`` is (connect, read) seconds; ``attempts`` tries in all, sleeping 0, 2*backoff,
-    4*backoff, ... between them (urllib3's schedule, honouring a server's ``Retry-After``).
-    ``what`` names the server in errors ("vLLM server", "SGLang server", ...).
+    ``timeout`` ((connect, read) seconds), ``attempts``, ``backoff`` and ``max_wait`` are the retry loop's
+    knobs (``mempo_env.http_retry.RetryPolicy``). ``what`` names the server in errors ("vLLM server", ...).
     """
 
     def __init__(self, base_url: str, *, what: str = "server", timeout: tuple[float, float] = (5.0, 300.0),
-                 attempts: int = 4, backoff: float = 0.5, concurrency: int = 8,
+                 attempts: int = 4, backoff: float = 0.5, max_wait: float = 5.0, concurrency: int = 8,
                  headers: dict[str, str] | None = None) -> None:
-        if attempts < 1 or concurrency < 1:
-            raise ValueError(f"attempts and concurrency must be >= 1, got {attempts} and {concurrency}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.retry = RetryPolicy(attempts, backoff, max_wait, timeout)
         self.base_url = base_url.rstrip("/")
         self.what = what
-        self.timeout = timeout
-        self.attempts = attempts
         self.concurrency = concurrency
-        retry = Retry(total=attempts - 1, backoff_factor=backoff, status_forcelist=_RETRY_STATUSES,
-                      allowed_methods=None, raise_on_status=True)
-        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=concurrency, max_retries=retry)
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=concurrency)
         self._session = requests.Session()
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
@@ -71,37 +64,14 @@ class JSONClient:
             return list(pool.map(fn, items))
 
     def _request(self, method: str, path: str, payload: Any) -> Any:
-        url = self.url(path)
-        try:
-            response = self._session.request(method, url, json=payload, timeout=self.timeout)
-            response.raise_for_status()
-        except requests.RequestException as e:
-            raise ServerError(self._describe(url, e)) from e
+        response = request(self._session, method, self.url(path), payload, self.retry, what=self.what,
+                           error=ServerError)
         if not response.content:
             return None
         try:
             return response.json()
         except ValueError:  # plain-text answers (e.g. SGLang's /flush_cache)
             return response.text
-
-    def _describe(self, url: str, e: requests.RequestException) -> str:
-        cause = e.args[0] if e.args else e
-        if isinstance(cause, MaxRetryError):
-            reason = cause.reason
-            if isinstance(reason, ResponseError):  # 429/5xx every time
-                return f"{self.what} at {url} kept failing after {self.attempts} attempt(s): {reason}"
-            if isinstance(reason, ReadTimeoutError):
-                return (f"{self.what} at {url} did not answer within {self.timeout[1]} s, "
-                        f"{self.attempts} attempt(s)")
-            return (f"{self.what} at {url} is unreachable after {self.attempts} attempt(s) ({reason!r}); "
-                    "is it running and is the URL right?")
-        if isinstance(e, requests.HTTPError) and e.response is not None:
-            return f"{self.what} at {url} rejected the request: HTTP {e.response.status_code} {e.response.text[:500]}"
-        if isinstance(e, requests.Timeout):
-            return f"{self.what} at {url} did not answer within {self.timeout[1]} s: {e}"
-        if isinstance(e, requests.ConnectionError):
-            return f"{self.what} at {url} is unreachable ({e}); is it running and is the URL right?"
-        return f"request to {self.what} at {url} failed: {e!r}"
 
     def close(self) -> None:
         self._session.close()

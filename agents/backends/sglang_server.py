@@ -36,8 +36,9 @@ class SGLangBackend:
     """
 
     def __init__(self, url: str, tokenizer: Any, *, weights_dir: str | Path | None = None, timeout: float = 600.0,
-                 attempts: int = 4) -> None:
-        self.client = JSONClient(url, what="SGLang server", timeout=(5.0, timeout), attempts=attempts, concurrency=1)
+                 attempts: int = 4, backoff: float = 0.5, max_wait: float = 5.0) -> None:
+        self.client = JSONClient(url, what="SGLang server", timeout=(5.0, timeout), attempts=attempts, backoff=backoff,
+                                 max_wait=max_wait, concurrency=1)
         self.tokenizer = tokenizer
         self.weights_dir, self._tmp = weights_folder(weights_dir, "sglang-weights-")
         self.last_sync_s: float | None = None

@@ -42,15 +42,16 @@ class VLLMServerBackend:
     """Token-level generation, scoring and weight reloads against a vLLM server at ``url``.
 
     ``url``: the server's root or its ``/v1``. ``model``: the served model name (default: the
-    server's first). ``timeout`` (read, seconds), ``attempts`` and ``concurrency`` go to the HTTP
-    client (``http_json.JSONClient``).
+    server's first). ``timeout`` (read, seconds), ``attempts``, ``backoff``, ``max_wait`` and
+    ``concurrency`` go to the HTTP client (``http_json.JSONClient``).
     """
 
     def __init__(self, url: str, tokenizer: Any, *, model: str | None = None, weights_dir: str | Path | None = None,
-                 timeout: float = 300.0, attempts: int = 4, concurrency: int = 8) -> None:
+                 timeout: float = 300.0, attempts: int = 4, backoff: float = 0.5, max_wait: float = 5.0,
+                 concurrency: int = 8) -> None:
         base = url.rstrip("/").removesuffix("/v1")
         self.client = JSONClient(base, what="vLLM server", timeout=(5.0, timeout), attempts=attempts,
-                                 concurrency=concurrency)
+                                 backoff=backoff, max_wait=max_wait, concurrency=concurrency)
         self.tokenizer = tokenizer
         self.model = model or self.client.get("/v1/models")["data"][0]["id"]
         self.weights_dir, self._tmp = weights_folder(weights_dir, "vllm-weights-")

@@ -5,17 +5,14 @@ Any failure (after retries) raises ``RetrieverError``; a failed search never loo
 
 from __future__ import annotations
 
-import email.utils
 import math
-import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError
 
+from mempo_env.http_retry import RetryPolicy, request
 from mempo_env.retrieval.base import Hit, RetrieverError
 from mempo_env.types import Document
 
@@ -68,40 +65,12 @@ def _parse_response(body: Any, num_queries: int, topk: int) -> list[list[Hit]]:
     return parsed
 
 
-def _retry_after(response: requests.Response) -> float | None:
-    """The seconds a ``Retry-After`` header asks for (a number or an HTTP date); None when absent or unreadable."""
-    value = response.headers.get("Retry-After", "").strip()
-    if value.isascii() and value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:  # HTTP dates are GMT
-        when = when.replace(tzinfo=timezone.utc)
-    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
-
-
-def _is_seconds(value: Any, *, positive: bool = False) -> bool:
-    """A real number of seconds, >= 0 (> 0 when ``positive``)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and (value > 0 if positive else value >= 0)
-
-
-def _reason(e: requests.RequestException) -> str:
-    """The underlying cause, without requests' "Max retries exceeded" wrapper (the client retries itself)."""
-    cause = e.args[0] if e.args else e
-    return repr(cause.reason if isinstance(cause, MaxRetryError) else e)
-
-
 class RemoteRetriever:
     """Search through a Search-R1 compatible server.
 
-    Connection errors, timeouts, 5xx and 429 answers are retried (POST included: a search has no
-    side effects), ``attempts`` tries in all. Between tries the client pauses ``backoff``, 2 x
-    ``backoff``, 4 x ``backoff``, ... or what the server's ``Retry-After`` asks, never more than
-    ``max_wait`` seconds: a server asking for longer fails the search at once. ``timeout`` is seconds
-    per try, one number or (connect, read). So one search blocks at most about
-    ``attempts x (connect + read) + (attempts - 1) x max_wait`` seconds; 5 x 65 + 4 x 5 with the defaults.
+    ``timeout``, ``attempts``, ``backoff`` and ``max_wait`` are the retry loop's knobs
+    (``mempo_env.http_retry``: connection errors, timeouts, 5xx and 429 retried, a ``Retry-After`` longer
+    than ``max_wait`` fails at once); one search blocks at most about 5 x 65 + 4 x 5 s with the defaults.
     ``pool_size`` bounds the kept-alive connections, so parallel environments reuse sockets.
     """
 
@@ -115,17 +84,8 @@ class RemoteRetriever:
         max_wait: float = 5.0,
         pool_size: int = 16,
     ) -> None:
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise ValueError(f"attempts must be an integer >= 1, got {attempts!r}")
-        parts = list(timeout) if isinstance(timeout, (list, tuple)) else [timeout]
-        if not (len(parts) in (1, 2) and all(_is_seconds(t, positive=True) for t in parts)):
-            raise ValueError(f"timeout must be a positive number of seconds or a (connect, read) pair, got {timeout!r}")
-        for name, value in (("backoff", backoff), ("max_wait", max_wait)):
-            if not _is_seconds(value):
-                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
         self.url = _retrieve_url(url)
-        self.timeout = tuple(parts) if len(parts) == 2 else parts[0]
-        self.attempts, self.backoff, self.max_wait = attempts, backoff, max_wait
+        self.retry = RetryPolicy(attempts, backoff, max_wait, timeout)
         self._session = requests.Session()
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_size)
         self._session.mount("http://", adapter)
@@ -138,38 +98,12 @@ class RemoteRetriever:
         queries = list(queries)
         if not queries:
             return []
-        response = self._post({"queries": queries, "topk": topk, "return_scores": True})
+        response = request(self._session, "POST", self.url, {"queries": queries, "topk": topk, "return_scores": True},
+                           self.retry, what="retrieval server", error=RetrieverError)
         try:
             return _parse_response(response.json(), len(queries), topk)
         except (ValueError, TypeError) as e:  # ValueError includes JSONDecodeError
             raise RetrieverError(f"retrieval server {self.url} sent a malformed response: {e}") from e
-
-    def _post(self, payload: dict[str, Any]) -> requests.Response:
-        """The first successful answer within ``attempts`` tries (see the class docstring)."""
-        for attempt in range(1, self.attempts + 1):
-            wait = None
-            try:
-                response = self._session.post(self.url, json=payload, timeout=self.timeout)
-            except (requests.ConnectionError, requests.Timeout) as e:
-                failure = _reason(e)
-            except requests.RequestException as e:  # e.g. an invalid URL: retrying cannot help
-                raise RetrieverError(f"retrieval request to {self.url} failed: {_reason(e)}") from e
-            else:
-                if response.ok:
-                    return response
-                failure = f"HTTP {response.status_code} {response.text[:200]}".rstrip()
-                if response.status_code < 500 and response.status_code != 429:
-                    raise RetrieverError(f"retrieval request to {self.url} was rejected: {failure}")
-                wait = _retry_after(response)
-            if attempt == self.attempts:
-                break
-            if wait is not None and wait > self.max_wait:
-                raise RetrieverError(
-                    f"retrieval server {self.url} answered {failure} and asked to wait {wait:.0f} s (Retry-After), "
-                    f"more than max_wait={self.max_wait:g} s"
-                )
-            time.sleep(min(self.backoff * 2 ** (attempt - 1), self.max_wait) if wait is None else wait)
-        raise RetrieverError(f"retrieval request to {self.url} failed after {self.attempts} attempt(s): {failure}")
 
     def close(self) -> None:
         self._session.close()

@@ -4,7 +4,8 @@ Question rows come in five shapes, detected per row:
 
 - FlashRAG: ``question`` + ``golden_answers`` (or ``answers`` / ``answer``);
 - Search-R1 / MEM1 parquet: ``prompt`` (chat messages) + ``reward_model.ground_truth.target``;
-- HotpotQA / 2WikiMultihopQA native: ``context`` + ``supporting_facts`` (+ 2Wiki ``evidences``);
+- HotpotQA / 2WikiMultihopQA native: ``context`` + ``supporting_facts`` (+ 2Wiki ``evidences``), as
+  lists of pairs or as the Hugging Face hub's ``hotpotqa/hotpot_qa`` stores them (a list per field);
 - MuSiQue native: ``paragraphs`` + ``question_decomposition``;
 - HippoRAG open retrieval: ``supporting_titles`` (titles only; a corpus file supplies the text).
 
@@ -14,7 +15,8 @@ feature and round-trips all 573 rows), but it took 1.0 s against 0.03 s for ``js
 it writes an Arrow copy under ``~/.cache/huggingface``, and a bad line fails the whole file with
 "Expected object or value at position 0", naming neither file nor row. For parquet it is 2-3x
 slower than ``pyarrow`` (again plus a cache copy), and ``ParquetFile.iter_batches`` lets ``limit``
-stop reading early in a large Search-R1 training file.
+stop reading early in a large Search-R1 training file. Where a user hands in ``datasets`` objects
+(or a ``save_to_disk`` folder), ``hf_datasets`` feeds their rows to the same parser.
 
 Document ids built here are ``content_id(title, text)``: the first 16 hex digits of
 md5(title + "\\n" + text), the scheme the shared ``corpus_*.jsonl`` files already use, so a chain
@@ -234,9 +236,17 @@ def _is_str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
+def _pairs(value: Any, keys: tuple[str, str]) -> Any:
+    """The Hugging Face hub's column form of a list of pairs (``{"title": [...], "sent_id": [...]}``, what
+    ``datasets`` makes of a sequence of structs) as that list of pairs; anything else as it is."""
+    if isinstance(value, dict) and set(value) == set(keys) and all(isinstance(value[k], list) for k in keys):
+        return [list(pair) for pair in zip(*(value[k] for k in keys), strict=True)]
+    return value
+
+
 def _hotpot_gold(row: dict[str, Any], where: str) -> tuple[list[_Gold], list[Document]]:
     """HotpotQA / 2Wiki: a hop per distinct supporting title, in order of first appearance."""
-    context = row["context"]
+    context = _pairs(row["context"], ("title", "sentences"))
     if not (
         isinstance(context, list)
         and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and _is_str_list(p[1]) for p in context)
@@ -252,7 +262,7 @@ def _hotpot_gold(row: dict[str, Any], where: str) -> tuple[list[_Gold], list[Doc
     texts: dict[str, str] = {}
     for p in paragraphs:
         texts.setdefault(p.title, p.text)  # 2Wiki repeats a paragraph in 25 rows, with the same text
-    facts = row["supporting_facts"]
+    facts = _pairs(row["supporting_facts"], ("title", "sent_id"))
     if not (
         isinstance(facts, list)
         and all(isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and isinstance(f[1], int) for f in facts)
@@ -319,12 +329,14 @@ def _musique_gold(row: dict[str, Any], where: str) -> tuple[list[_Gold], list[Do
     return gold, list(by_idx.values())
 
 
-def _parse_row(path: Path, n: int, row: dict[str, Any], source: str | None) -> _Parsed:
-    where = f"{path} row {n}"
+def _parse_row(origin: str, name: str, n: int, row: dict[str, Any], source: str | None) -> _Parsed:
+    """Row ``n`` of ``origin`` (a file, or a ``datasets`` split: ``hf_datasets``), whose default id and
+    source come from ``name``."""
+    where = f"{origin} row {n}"
     question, answers = _question_and_answers(row, where)
     rid = row.get("id", row.get("_id"))
     if rid is None:
-        rid = f"{path.stem}-{n}"
+        rid = f"{name}-{n}"
     elif isinstance(rid, bool) or not isinstance(rid, (str, int)):
         raise DataError(f"{where}: 'id' must be a string or an integer, got {rid!r:.80}")
     consumed = {"id", "_id", "question", "golden_answers", "answers", "answer"}
@@ -351,7 +363,7 @@ def _parse_row(path: Path, n: int, row: dict[str, Any], source: str | None) -> _
         id=str(rid),
         question=question,
         answers=answers,
-        source=source or (data_source if isinstance(data_source, str) else path.stem),
+        source=source or (data_source if isinstance(data_source, str) else name),
         meta=meta,
     )
     return _Parsed(record, gold, paragraphs)
@@ -359,13 +371,20 @@ def _parse_row(path: Path, n: int, row: dict[str, Any], source: str | None) -> _
 
 def _parse_file(path: str | Path, limit: int | None, source: str | None) -> list[_Parsed]:
     path = Path(path)
+    return _parse_rows(_rows(path, limit), str(path), path.stem, source)
+
+
+def _parse_rows(
+    rows: Iterable[tuple[int, dict[str, Any]]], origin: str, name: str, source: str | None
+) -> list[_Parsed]:
+    """``(1-based row number, row)`` pairs of ``origin`` parsed, question ids checked for repeats."""
     parsed: list[_Parsed] = []
     first_row: dict[str, int] = {}
-    for n, row in _rows(path, limit):
-        item = _parse_row(path, n, row, source)
+    for n, row in rows:
+        item = _parse_row(origin, name, n, row, source)
         rid = item.record.id
         if rid in first_row:
-            raise DataError(f"{path} row {n}: duplicate question id {rid!r} (first at row {first_row[rid]})")
+            raise DataError(f"{origin} row {n}: duplicate question id {rid!r} (first at row {first_row[rid]})")
         first_row[rid] = n
         parsed.append(item)
     return parsed
@@ -460,9 +479,13 @@ def load_task(
     the paragraphs of the loaded questions. A hop whose title is not in the corpus leaves its
     question without a chain and lists the titles in ``meta["missing_titles"]``.
     """
-    parsed = _parse_file(questions, limit, None)
+    return _build_task(_parse_file(questions, limit, None), corpus, name or Path(questions).stem, str(questions))
+
+
+def _build_task(parsed: list[_Parsed], corpus: str | Path | None, name: str, origin: str) -> QATask:
+    """The task of the questions ``parsed`` from ``origin``, over ``corpus`` or their native contexts."""
     if not parsed:
-        raise DataError(f"{questions}: no question rows")
+        raise DataError(f"{origin}: no question rows")
     if corpus is not None:
         docs = load_corpus(corpus)
         if not docs:
@@ -471,7 +494,7 @@ def load_task(
         docs = _dedupe(p for item in parsed for p in item.paragraphs)
         if not docs:
             raise DataError(
-                f"{questions}: the rows have no native 'context' or 'paragraphs' to build a corpus "
+                f"{origin}: the rows have no native 'context' or 'paragraphs' to build a corpus "
                 "from; pass a corpus file (rows {id, title, text} or {id, contents})"
             )
     by_title: dict[str, list[Document]] = {}
@@ -481,7 +504,7 @@ def load_task(
         item.record.chain, missing = _chain(item.gold, by_title)
         if missing:
             item.record.meta["missing_titles"] = missing
-    return QATask(name=name or Path(questions).stem, questions=[p.record for p in parsed], corpus=docs)
+    return QATask(name=name, questions=[p.record for p in parsed], corpus=docs)
 
 
 def shared_splits(name: str) -> dict[str, str]:

@@ -1,12 +1,13 @@
-"""mempo_verl against verl 0.9.1 itself, on the CPU: the trainer mode, the agent loop driven by a
-stand-in rollout server (the project's HF backend behind verl's generate and prompt_logprobs
-contract), verl's TransferQueue post-processing, and the advantages it stores.
+"""mempo_verl against verl 0.9.1 itself, on the CPU: the config and what it refuses, the trainer mode,
+the agent loop behind verl's own LLM client and a stand-in rollout server (the project's HF backend
+behind verl's generate and prompt_logprobs contract, ``verl_standins``), verl's TransferQueue
+post-processing, and the advantages it stores.
 
 Runs in the verl environment (``bash scripts/install_verl.sh``); skipped where verl is absent.
 """
 
 import asyncio
-import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,17 +24,19 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.v1 import get_trainer_cls
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl.utils.dataset.rl_dataset import RLHFDataset
-from verl.workers.rollout.replica import TokenOutput
+from verl_standins import InProcessClient, StandInServer
 
 from agents.backends.hf import HFBackend
 from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards
 from algorithms.batch import build_samples
-from algorithms.memory_reward import answer_probabilities, scored_turns
-from algorithms.rollout import collect_rollouts
+from algorithms.memory_reward import answer_probabilities, mean_probability, scored_turns, scoring_requests
+from algorithms.rollout import Rollout, collect_rollouts
 from algorithms.sft import SHIPPED
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import resolve_task
 from mempo_verl.agent_loop import MemSearchQAAgentLoop
+from mempo_verl.data import corpus_key
+from mempo_verl.main import prepare_config
 from mempo_verl.options import MemPOOptions
 from mempo_verl.trainer import MemPOTrainer, mempo_advantages
 
@@ -47,28 +50,6 @@ def make_config(*overrides):
                                                    *overrides])
 
 
-class StandInServer:
-    """verl's ``LLMServerClient.generate`` contract over the project's HF backend: a generation returns
-    token ids and their log-probs; ``prompt_logprobs=0`` returns, as vLLM does through verl
-    (``extract_prompt_logprobs``), entry ``k`` = ``[log π(token k+1 | tokens ≤ k)]``, then a dummy
-    ``[0.0]`` for the last token. Each sampled request gets the next seed, so runs repeat."""
-
-    def __init__(self, backend):
-        self.backend, self.seeds, self.requests = backend, itertools.count(), []
-
-    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
-        p = dict(sampling_params)
-        self.requests.append(p)
-        if "prompt_logprobs" in p:
-            assert p["prompt_logprobs"] == 0 and p["max_tokens"] == 1
-            [logps] = self.backend.score([prompt_ids[:1]], [prompt_ids[1:]])
-            return TokenOutput(token_ids=[0], extra_fields={"prompt_logprobs": [[lp] for lp in logps] + [[0.0]]})
-        [[g]] = self.backend.generate([prompt_ids], max_new_tokens=p["max_tokens"], temperature=p["temperature"],
-                                      top_p=p["top_p"], stop=p.get("stop", ()), seed=next(self.seeds))
-        return TokenOutput(token_ids=g.token_ids, log_probs=g.logprobs if p.get("logprobs") else None,
-                           stop_reason="completed")
-
-
 @pytest.fixture(scope="module")
 def policy():
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED)
@@ -76,9 +57,12 @@ def policy():
     return tokenizer, HFBackend(model, tokenizer)
 
 
-def agent_loop(config, policy):
+def agent_loop(config, policy, **server):
+    """The agent loop as verl's worker makes it, its server a ``StandInServer`` on ``policy`` behind verl's
+    own client."""
     tokenizer, backend = policy
-    return MemSearchQAAgentLoop(trainer_config=DictConfigWrap(config), server_manager=StandInServer(backend),
+    client = InProcessClient(config, StandInServer(backend, **server))
+    return MemSearchQAAgentLoop(trainer_config=DictConfigWrap(config), server_manager=client,
                                 tokenizer=tokenizer, processor=None, dataset_cls=RLHFDataset,
                                 data_config=DictConfigWrap(config.data), hf_model_type="qwen2")
 
@@ -86,7 +70,8 @@ def agent_loop(config, policy):
 def questions(indices):
     task = resolve_task("generated")
     return [{"id": task.questions[i].id, "question": task.questions[i].question,
-             "answers": np.array(task.questions[i].answers)} for i in indices]  # as a parquet row gives them
+             "answers": np.array(task.questions[i].answers),  # as a parquet row gives them
+             "source": "generated", "corpus": corpus_key(task.corpus)} for i in indices]
 
 
 # ---- the config and the trainer mode ----------------------------------------------------------------
@@ -95,30 +80,67 @@ def test_config_composes_and_the_trainer_mode_is_registered():
     options = MemPOOptions.from_config(config)
     assert options.memory_advantage and options.env["context"] == "memory" and options.answer_think
     assert config.trainer.v1.trainer_mode == "mempo" and get_trainer_cls("mempo") is MemPOTrainer
+    # with dynamic batch sizes, one mini-batch may hold every row of a step (128 questions x 16 turns)
+    prepare_config(make_config("actor_rollout_ref.actor.ppo_mini_batch_size=2048"))
     with pytest.raises(ValueError, match="unknown mempo option"):
         MemPOOptions.from_config({"mempo": {**vars(options), "typo": 1}})
-    with pytest.raises(ValueError, match="adv_estimator"):
-        MemPOTrainer(make_config("algorithm.adv_estimator=gae"))
-    with pytest.raises(ValueError, match="token-mean"):
-        MemPOTrainer(make_config("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"))
 
 
-def test_the_gpu_check_config_passes_verls_validation():
-    """scripts/verl_gpu_check.sh's overrides name keys that exist, and verl accepts the result."""
-    import shlex
+def test_mempo_refuses_settings_it_cannot_train_under():
+    """Each with a clear error at the trainer's construction (and in ``python -m mempo_verl.main``,
+    before Ray starts): no rollout log-probs would mask every token out of the loss (a silent no-op
+    run), and a mini-batch-dependent token weight would make the equal episode weights approximate."""
+    for override, message in (("algorithm.adv_estimator=gae", "adv_estimator"),
+                              ("actor_rollout_ref.rollout.calculate_log_probs=false", "no token would train"),
+                              ("actor_rollout_ref.actor.loss_agg_mode=token-mean", "one constant"),
+                              ("actor_rollout_ref.actor.loss_scale_factor=null", "one constant"),
+                              ("mempo.env.context=window:4", "not other context strategies")):
+        with pytest.raises(ValueError, match=message):
+            MemPOTrainer(make_config(override))
+    assert MemPOTrainer(make_config("mempo.equal_episode_weight=false",
+                                    "actor_rollout_ref.actor.loss_agg_mode=token-mean"))
 
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
 
-    script = (Path(CONFIG_DIR).parents[1] / "scripts" / "verl_gpu_check.sh").read_text()
-    block = script[script.index("mempo_verl.main"): script.index('"${@:3}"')]
-    for var, value in {'"$model"': str(SHIPPED), '"$out': '"runs/check', '"$gpus"': "1", '"$steps"': "3"}.items():
-        block = block.replace(var, value)
-    overrides = [t for t in shlex.split(block.replace("\\\n", " ")) if "=" in t]
-    assert "actor_rollout_ref.rollout.n=4" in overrides and len(overrides) > 15
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        config = compose("mempo_trainer", overrides=overrides)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+def test_local_paths_are_made_absolute_on_the_head_node(tmp_path, monkeypatch):
+    """verl's actors open the data, model and checkpoint paths in their own working directories, on
+    other nodes too: ``python -m mempo_verl.main`` makes the local ones absolute where it runs; a hub
+    model id and a shared set's name stay as they are."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    for name in ("train.parquet", "val.parquet", "corpus.jsonl"):
+        (tmp_path / "data" / name).touch()
+    config = make_config("data.train_files=data/train.parquet", "data.val_files=[data/val.parquet]",
+                         "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "mempo.env.dataset=hotpotqa",
+                         "mempo.env.corpus=data/corpus.jsonl", "trainer.default_local_dir=checkpoints/run")
+    prepare_config(config)
+    assert config.data.train_files == str(tmp_path / "data" / "train.parquet")
+    assert list(config.data.val_files) == [str(tmp_path / "data" / "val.parquet")]
+    assert config.mempo.env.corpus == str(tmp_path / "data" / "corpus.jsonl")
+    assert config.trainer.default_local_dir == str(tmp_path / "checkpoints" / "run")  # made later, by the run
+    assert (config.actor_rollout_ref.model.path, config.mempo.env.dataset) == ("Qwen/Qwen2.5-7B-Instruct", "hotpotqa")
+
+
+def test_the_configured_attention_loads_and_keeps_packed_rows_apart():
+    """verl's FSDP engine builds the actor with ``from_pretrained(config=HFModelConfig.hf_config)`` and,
+    with ``use_remove_padding``, feeds a micro-batch as one packed sequence: position ids restarting at 0
+    for each row and no attention mask. The configured implementation loads where verl's default,
+    flash_attention_2, does not (flash-attn is not installed), and gives every packed row the log-probs
+    it has alone."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    model_config = omega_conf_to_dataclass(make_config().actor_rollout_ref.model)
+    assert model_config.hf_config._attn_implementation == "sdpa"
+    model = AutoModelForCausalLM.from_pretrained(model_config.local_path, config=model_config.hf_config,
+                                                 dtype=torch.float32).eval()
+    ids = torch.Generator().manual_seed(0)
+    rows = [torch.randint(3, 1500, (n,), generator=ids) for n in (30, 55, 12)]
+    with torch.no_grad():
+        packed = model(input_ids=torch.cat(rows)[None], attention_mask=None, use_cache=False,  # as verl calls it
+                       position_ids=torch.cat([torch.arange(len(r)) for r in rows])[None]).logits[0]
+        alone = torch.cat([model(input_ids=r[None]).logits[0] for r in rows])
+    assert torch.allclose(packed.log_softmax(-1), alone.log_softmax(-1), atol=1e-4)
+    with pytest.raises(ImportError, match="FlashAttention2"):  # verl's default
+        AutoModelForCausalLM.from_pretrained(model_config.local_path, attn_implementation="flash_attention_2")
 
 
 def spec_rows():
@@ -132,8 +154,8 @@ def spec_rows():
         for t in range(3):
             keys.append(f"q_{s}_{t}")
             p_mem, p_full = probs.get((s, t), (None, None))
-            extra.append({"mem_turns": [{"turn": t, "start": 0, "end": 3, "p_mem": p_mem, "p_full": p_full}],
-                          "n_generated": 18})
+            extra.append({"mem_turns": [{"turn": t, "start": 0, "end": 3, "p_mem": p_mem, "p_full": p_full,
+                                         "p_full_dropped_turns": 0}], "n_generated": 18})
     mask = torch.ones(len(keys), 6)
     rewards = torch.zeros(len(keys), 6)
     rewards[:, -1] = torch.tensor([float(scores[int(k.split("_")[1])]) for k in keys])
@@ -166,7 +188,7 @@ def test_spec_worked_numbers_through_verl():
     assert torch.equal(grpo, a_out)  # GRPO: the same code with the memory term off
 
 
-def test_every_episode_weighs_the_same_in_a_token_mean_loss():
+def test_the_advantages_carry_equal_episode_weights():
     keys = ["q_0_0", "q_0_1", "q_1_0"]  # session 0: two turns of 10 generated tokens; session 1: one of 40
     mask = torch.zeros(3, 40)
     mask[0, :10] = mask[1, :10] = mask[2, :] = 1
@@ -238,27 +260,87 @@ def test_a_row_without_questions_is_refused(policy):
             asyncio.run(loop.run(dict(GREEDY), **kwargs))
 
 
+def test_questions_whose_evidence_the_search_tool_lacks_are_refused(policy):
+    """A row says which corpus holds its questions' evidence (``mempo_verl.data``): one the configured
+    search tool does not search is an error, not an episode scored 0 for want of documents."""
+    loop = agent_loop(make_config(), policy)
+    [q] = questions([0])
+    for question, message in (({**q, "corpus": None}, "bring no corpus"), ({**q, "corpus": "0" * 16}, "corpus 0000"),
+                              ({k: v for k, v in q.items() if k != "corpus"}, "this version")):
+        with pytest.raises(ValueError, match=message):
+            asyncio.run(loop.run(dict(GREEDY), extra_info={"questions": [question]}))
+    served = agent_loop(make_config("mempo.env.retriever=http://localhost:1/retrieve"), policy)
+    assert served.corpus is None  # a retriever server's corpus cannot be read: any row passes the check
+
+
+def test_rows_carry_the_weight_versions_they_were_generated_under(policy):
+    """verl's trainer reads every row's ``min_global_steps``/``max_global_steps`` (its staleness metrics,
+    ``int`` arrays): the first and last weight versions of the episode's server calls, as verl's client
+    sets them on each output. Here the weights change after every call."""
+    loop = agent_loop(make_config("mempo.memory_advantage=false"), policy)
+    server = loop.server_manager.server
+    server.global_steps, generate = 7, server.generate
+
+    async def then_update(*args, **kwargs):
+        out = await generate(*args, **kwargs)
+        server.global_steps += 1
+        return out
+
+    server.generate = then_update
+    rows = asyncio.run(loop.run(dict(GREEDY), extra_info={"questions": questions([0, 1])}))
+    assert [(r.extra_fields["min_global_steps"], r.extra_fields["max_global_steps"]) for r in rows] == \
+        [(7, 7 + len(server.requests) - 1)] * len(rows)
+
+
+def test_scoring_requests_fit_the_servers_engine(policy):
+    """vLLM takes ``detokenize``, SGLang's ``SamplingParams`` refuses it: the memory reward's scoring
+    requests work through an SGLang server too."""
+    assert agent_loop(make_config(), policy).scoring["detokenize"] is False  # vLLM's, as verl's teacher sends it
+    loop = agent_loop(make_config("actor_rollout_ref.rollout.name=sglang"), policy, engine="sglang")
+    rows = asyncio.run(loop.run(dict(GREEDY), extra_info={"questions": questions([0, 1])}))
+    assert any("prompt_logprobs" in p for p in loop.server_manager.server.requests)
+    assert any(s["p_full"] is not None for r in rows for s in r.extra_fields["mem_turns"])
+
+
+def test_a_history_longer_than_the_servers_window_is_scored_on_its_recent_turns(policy):
+    """A server refuses a prompt longer than its ``max_model_len``; P_full of a longer history is then
+    scored after the question and the most recent turns that fit, the count of left-out turns recorded,
+    rather than failing (and dropping) exactly the long episodes MemPO is about."""
+    tokenizer, backend = policy
+    task = resolve_task("generated")
+    env = MemSearchQAEnv(task, objectives=2, max_turns=5, tokenizer=tokenizer)
+    [rollout] = collect_rollouts(backend, [env], [[0, 1]], max_new_tokens=1024, temperature=0.0)
+    pairs = scored_turns([rollout])
+    last = pairs[-1][1]
+    assert last >= 2  # two earlier turns to leave out
+    contexts, answers = scoring_requests(tokenizer, [rollout], pairs)
+    window = len(contexts[-1]) + len(answers[-1])  # the last turn's full request is one token too long
+    assert all(len(c) + len(a) < window for c, a in zip(contexts[:-1], answers[:-1]))
+
+    loop = agent_loop(make_config(f"actor_rollout_ref.rollout.max_model_len={window}"), policy, max_model_len=window)
+    rows = asyncio.run(loop.run(dict(GREEDY), extra_info={"questions": questions([0, 1])}))
+    spans = {s["turn"]: s for r in rows for s in r.extra_fields["mem_turns"] if s["p_full"] is not None}
+    assert {t: s["p_full_dropped_turns"] for t, s in spans.items()} == {t: int(t == last) for _, t in pairs}
+    turn = rollout.turns[last]
+    first = [m["role"] for m in turn.full_context].index("assistant")
+    second = first + [m["role"] for m in turn.full_context[first + 1:]].index("assistant") + 1
+    shorter = replace(turn, full_context=turn.full_context[:first] + turn.full_context[second:])
+    [_, context], [_, answer] = scoring_requests(tokenizer, [Rollout(0, rollout.gold, [shorter])], [(0, 0)])
+    [logps] = backend.score([context], [answer])
+    assert spans[last]["p_full"] == pytest.approx(mean_probability(logps), rel=1e-4)
+    p_mem, p_full = answer_probabilities(backend, [rollout], pairs)
+    assert [spans[t]["p_mem"] for _, t in pairs] == pytest.approx(p_mem, rel=1e-4)
+    assert [spans[t]["p_full"] for _, t in pairs[:-1]] == pytest.approx(p_full[:-1], rel=1e-4)
+
+
 def test_grpo_mode_skips_the_scoring_pass(policy):
     loop = agent_loop(make_config("mempo.memory_advantage=false"), policy)
     rows = asyncio.run(loop.run(dict(GREEDY), extra_info={"questions": questions([2])}))
     assert all(s["p_mem"] is None for r in rows for s in r.extra_fields["mem_turns"])
-    assert not any("prompt_logprobs" in p for p in loop.server_manager.requests)
+    assert not any("prompt_logprobs" in p for p in loop.server_manager.server.requests)
 
 
 # ---- verl's TransferQueue post-processing and the trainer's advantages -------------------------------
-@pytest.fixture(scope="module")
-def transfer_queue():
-    import ray
-    import transfer_queue as tq
-
-    # TransferQueue's controller and storage units each take a CPU: with fewer, tq.init() hangs
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    tq.init()
-    yield tq
-    tq.close()
-    ray.shutdown()
-
-
 def test_rows_through_transfer_queue_and_the_trainer(policy, transfer_queue):
     """Two questions x two sampled sessions: the agent loop's rows go through verl's own
     ``AgentLoopWorkerTQ._agent_loop_postprocess`` into TransferQueue under ``{uid}_{session}_{turn}``;
@@ -321,3 +403,4 @@ def test_rows_through_transfer_queue_and_the_trainer(policy, transfer_queue):
             assert advantages[k].tolist() == pytest.approx(expected.tolist(), abs=1e-5)
             k += 1
     assert len(scored) >= 2
+    tq.kv_clear(keys=keys, partition_id="train")
