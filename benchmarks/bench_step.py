@@ -94,7 +94,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser().parse_args(argv)
-    out = Path(args.out)
+    out = Path(args.out).resolve()  # the runs happen in each tree's folder
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:
         old = Path(tmp) / "baseline"
