@@ -548,6 +548,7 @@ def resumed(cfg: Config, algo: str, argv: list[str] | None, prog: str, descripti
     if saved.get("algo", algo) != algo:
         raise ValueError(f"--resume {cfg.resume}: a {saved['algo']} run; resume it with python -m "
                          f"algorithms.{saved['algo']}")
+    saved = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}  # JSON has no tuples
     before = Config(**{**saved, "resume": cfg.resume, "run_dir": cfg.resume})
     after = tyro.cli(Config, default=before, prog=prog, description=description, args=argv)
     if refused := [f.name for f in dataclasses.fields(Config)
