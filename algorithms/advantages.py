@@ -47,3 +47,15 @@ def token_advantages(a_out: torch.Tensor, a_mem: torch.Tensor, response_mask: to
     turns, so there ``a_mem`` may be given per token instead, with the same shape as the masks."""
     a_mem = a_mem if a_mem.dim() == 2 else a_mem[:, None]
     return (a_out[:, None] + a_mem * mem_mask) * response_mask
+
+
+def shuffled_within_groups(values: torch.Tensor, groups: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The no-information control (``--control shuffled``): each group's values permuted among its
+    members. The update then sees the same values, with the same spread and zero mean per group, none
+    tied to the rollout (or turn) that earned it: what the learner does with updates that carry no
+    information about which behaviour was better."""
+    out = values.clone()
+    for g in groups.unique():
+        idx = (groups == g).nonzero().squeeze(-1)
+        out[idx] = values[idx[torch.randperm(len(idx), generator=generator)]]
+    return out

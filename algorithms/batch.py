@@ -1,4 +1,4 @@
-"""Training samples from rollouts, in either layout, and their padding into tensors.
+"""Training samples from rollouts, in either layout, and the generated tokens the loss is taken on.
 
 Every per-token array is aligned with ``input_ids``: position ``k`` describes token ``k``. Prompt and
 tool tokens have ``response_mask`` 0, so they carry no advantage and no loss.
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from algorithms.advantages import token_advantages
 from algorithms.rollout import Rollout
 
 AGGREGATIONS = ("seq-mean-token-mean", "token-mean")
@@ -61,22 +62,23 @@ def build_samples(rollouts: list[Rollout], a_out: list[float], a_mem: dict[tuple
     return samples
 
 
-def collate(samples: list[Sample], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded tensors; per-token arrays are shifted by one to line up with next-token
-    log-probs (``logp[:, k]`` predicts ``input_ids[:, k + 1]``)."""
-    length = max(len(s.input_ids) for s in samples)
+@dataclass
+class Generated:
+    """A sample's generated tokens, what the loss needs of each: where it is in ``input_ids``, its
+    log-prob under the weights that generated it, its advantage and its loss weight."""
 
-    def pad(rows: list[list], value: float, dtype: torch.dtype) -> torch.Tensor:
-        return torch.tensor([row + [value] * (length - len(row)) for row in rows], dtype=dtype)
+    positions: list[int]
+    old_logp: torch.Tensor
+    advantages: torch.Tensor
+    weights: torch.Tensor
 
-    response_mask = pad([s.response_mask for s in samples], 0.0, torch.float)[:, 1:]
-    return {
-        "input_ids": pad([s.input_ids for s in samples], pad_id, torch.long),
-        "attention_mask": pad([[1] * len(s.input_ids) for s in samples], 0, torch.long),
-        "response_mask": response_mask,
-        "mem_mask": pad([s.mem_mask for s in samples], 0.0, torch.float)[:, 1:],
-        "old_logp": pad([s.old_logp for s in samples], 0.0, torch.float)[:, 1:],
-        "a_mem": pad([s.a_mem for s in samples], 0.0, torch.float)[:, 1:],
-        "a_out": torch.tensor([s.a_out for s in samples], dtype=torch.float),
-        "loss_weight": response_mask * torch.tensor([[s.weight] for s in samples]),
-    }
+
+def generated_tokens(sample: Sample) -> Generated:
+    """The generated tokens of ``sample`` (``response_mask`` 1); their advantage is ``A_out`` plus, on a
+    scored ``<mem>`` block, that turn's ``A_mem`` (``token_advantages``, spec section 8)."""
+    at = [k for k, r in enumerate(sample.response_mask) if r]
+    mem = torch.tensor([[sample.mem_mask[k] for k in at]])
+    a_mem = torch.tensor([[sample.a_mem[k] for k in at]])
+    advantages = token_advantages(torch.tensor([sample.a_out]), a_mem, torch.ones_like(mem), mem)[0]
+    return Generated(at, torch.tensor([sample.old_logp[k] for k in at]), advantages,
+                     torch.full((len(at),), sample.weight))

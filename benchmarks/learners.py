@@ -1,24 +1,32 @@
-"""Learner comparison from one warm-up: MemPO vs GRPO vs GRPO on the full context.
+"""Learner comparison from one warm-up: MemPO vs GRPO vs a no-information control vs GRPO on the full context.
 
-    python -m benchmarks.learners                  # 3 arms x 3 seeds, evaluated at 1-10 objectives (hours)
-    python -m benchmarks.learners --quick          # 1 seed, 10 steps, 10 episodes per cell: a first look
+    python -m benchmarks.learners                  # 4 arms x 5 seeds, then the evaluation (hours; resumable)
+    python -m benchmarks.learners --quick          # 1 seed, 4 steps, 10 episodes per cell: a first look
     python -m benchmarks.learners --results-md benchmarks/RESULTS.md   # also fill its "Learner comparison"
 
 Arms, all ``algorithms.mempo.Config`` with its defaults (so the same budget) and only ``algo``,
-``context`` and ``seed`` set here: ``mempo`` (memory view), ``grpo`` (memory view: the memory
-advantage is the only difference) and ``grpo-full`` (full context: the no-memory baseline). Every
-arm starts from the same warm-up checkpoint, the one ``train`` itself would build. Each arm x seed
-trains in ``OUT/runs/ARM-sSEED`` with the learner's own resume; a finished run is left as it is.
+``context``, ``control`` and ``seed`` set here: ``mempo`` (memory view), ``grpo`` (memory view: the
+memory advantage is the only difference), ``control`` (``grpo`` with its advantages shuffled within
+groups, ``--control shuffled``: what the same updates do without information) and ``grpo-full`` (full
+context: the no-memory baseline). Every arm starts from the same warm-up checkpoint, the one ``train``
+itself would build, and seed s of every arm trains on the same questions with the same sampling seeds,
+so arms compare paired by seed. Each arm x seed trains in ``OUT/runs/ARM-sSEED`` with the learner's own
+resume and learning curve (``metrics.jsonl``, ``curve.jsonl``); a finished run is left as it is.
 
-``benchmarks.run.evaluate`` then plays the warm-up and every trained policy on the same held-out
-questions (the test split of the learner's world and hops, the learner's prompt and turn budget per
-objective, greedy): the memory-view policies in ``OUT/eval-memory``, the full-context one in
-``OUT/eval-full``, resumed episode by episode. ``--split validation`` plays the test questions of
-the next world instead, for tuning the learners without looking at the evaluation questions.
+``benchmarks.run.evaluate`` then plays the warm-up (every arm's start, in both views) and every trained
+policy on the same held-out questions (the test split of the learner's world and hops, the learner's
+prompt, turn budget max(max_turns, 4 x objectives)): greedy at every horizon (``OUT/eval/VIEW/POLICY``)
+and sampled at the rollout temperature at the training horizon, ``--samples`` episodes per question
+(``OUT/sampled/VIEW/POLICY``), resumed episode by episode; ``--jobs`` runs and folders at once.
+``--split validation`` plays the test questions of the next world instead, for tuning the learners
+without looking at the evaluation questions.
 
-The report (``report.md``, ``results.json``, ``f1_vs_objectives.png``, ``cost_vs_objectives.png``)
-answers the paper's three questions (spec section 10): (a) MemPO vs GRPO F1 at long horizons,
-(b) total tokens of the memory view vs the full context, (c) how F1 falls as objectives grow.
+The report (``report.md``, ``results.json``, ``curves.png``, ``f1_vs_objectives.png``,
+``cost_vs_objectives.png``) says whether each learner learned (training reward against the control on
+the same seeds, held-out sampled and greedy F1 against the start on the same questions), MemPO − GRPO
+with its spread over seeds, and answers the paper's three questions (spec section 10): (a) MemPO vs
+GRPO F1 at long horizons, (b) total tokens of the memory view vs the full context, (c) how F1 falls as
+objectives grow.
 """
 
 from __future__ import annotations
@@ -37,56 +45,67 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from transformers import AutoConfig
 
 from algorithms.compute import cpu_name
-from algorithms.mempo import Config, load_checkpoint, train
+from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
 from benchmarks.report import BenchmarkError, load_run
-from benchmarks.run import _int_list, evaluate
+from benchmarks.run import _int_list, evaluate, load_done
 from benchmarks.summary import METRICS, jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
 from mempo_env.types import QATask
 
-ARMS = {"mempo": ("mempo", "memory"), "grpo": ("grpo", "memory"), "grpo-full": ("grpo", "full")}
-WARMUP = "warm-up"
+ARMS = {"mempo": {"algo": "mempo", "context": "memory", "control": "none"},
+        "grpo": {"algo": "grpo", "context": "memory", "control": "none"},
+        "control": {"algo": "grpo", "context": "memory", "control": "shuffled"},
+        "grpo-full": {"algo": "grpo", "context": "full", "control": "none"}}
+LEARNERS = ("mempo", "grpo")  # measured against the control, which trains in their view on their questions
+WARMUP, WARMUP_FULL = "warm-up", "warm-up (full)"
+START = {arm: WARMUP_FULL if ARMS[arm]["context"] == "full" else WARMUP for arm in ARMS}  # each arm's start
 POLICIES = (WARMUP, *ARMS)
-SEEDS, EPISODES, OBJECTIVES, LONG_FROM = (0, 1, 2), 30, (1, 2, 4, 6, 8, 10), 6
-QUICK = {"seeds": (0,), "steps": 10, "episodes": 10, "objectives": (1, 2, 6, 10)}
+SEEDS, EPISODES, SAMPLES, OBJECTIVES, LONG_FROM = (0, 1, 2, 3, 4), 100, 4, (2, 4, 6, 8, 10), 6
+QUICK = {"seeds": (0,), "steps": 4, "episodes": 10, "samples": 2, "objectives": (2, 6)}
 # The comparison's own settings: Config fields it sets per arm, so an override of them is refused.
-PER_ARM = ("algo", "context", "seed", "policy", "run_dir", "resume", "eval_episodes")
+PER_ARM = ("algo", "context", "control", "seed", "policy", "run_dir", "resume", "eval_episodes")
 # Evaluate with the prompt the learner trains with (its env's default).
 TRAIN_PROMPT = inspect.signature(MemSearchQAEnv).parameters["prompt"].default
 # Generation budget per evaluation turn: a memory that carries every answer grows with the horizon
 # (the oracle's longest turn at 10 objectives is 207 of the tiny policy's tokens), whatever horizon
 # the learner trained at.
 EVAL_MAX_NEW_TOKENS = 256
+SAMPLING_SEED = 1_000_003  # sample j of a policy draws from seed j x this (its agent advances it every turn)
 COMPARISON = "comparison.json"
 HEADING = "## Learner comparison"
 MARK = "<!-- benchmarks.learners: generated"  # the block write_results_section replaces
 BEGIN = MARK + " from {out} by benchmarks.learners.write_results_section; write the reading outside it -->"
 END = "<!-- benchmarks.learners: end -->"
+IMAGES = ("curves", "f1_vs_objectives", "cost_vs_objectives")
+TESTED_BY = "<!-- tested by tests/test_learner_docs.py::test_the_documented_learner_commands_parse -->"
 
 
 def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config) -> dict[str, Config]:
     """Policy label -> its learner config; seed-major, so a partial comparison has every arm of seed 0."""
-    return {f"{arm}-s{seed}": dataclasses.replace(base, algo=algo, context=context, seed=seed, policy=str(warmup),
+    return {f"{arm}-s{seed}": dataclasses.replace(base, **settings, seed=seed, policy=str(warmup),
                                                   run_dir=str(out / "runs" / f"{arm}-s{seed}"), eval_episodes=0)
-            for seed in seeds for arm, (algo, context) in ARMS.items()}
+            for seed in seeds for arm, settings in ARMS.items()}
 
 
 def check_run(cfg: Config) -> None:
-    """Refuse a run folder trained with other settings (e.g. changed Config defaults or warm-up)."""
+    """Refuse a run folder trained with other settings (e.g. changed Config defaults or warm-up); what a
+    resume may change (``RESUMABLE``: more steps, the evaluation, threads) it takes."""
     path = Path(cfg.run_dir) / "config.json"
     if path.exists():
         saved, now = json.loads(path.read_text()), json.loads(json.dumps(dataclasses.asdict(cfg)))
         # a field newer than the folder had its default there
         saved = {**json.loads(json.dumps(dataclasses.asdict(Config()))), **saved}
-        changed = "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items() if saved.get(k) != v)
+        changed = "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items()
+                            if saved.get(k) != v and k not in RESUMABLE)
         if changed:
             raise BenchmarkError(f"{cfg.run_dir} holds a run with other settings ({changed}); use another --out")
 
@@ -107,14 +126,29 @@ def eval_task(split: str, cfg: Config) -> QATask:
     return make_generated_task("test", seed=cfg.task_seed + (split == "validation"), hops=cfg.hops)
 
 
+def in_parallel(jobs: int, calls: list[tuple[Any, ...]]) -> list[Any]:
+    """``[f(*args) for f, *args in calls]``, ``jobs`` processes at a time (each call is independent:
+    its own folder, its own resume), or in this process for one job."""
+    if jobs == 1:
+        return [f(*args) for f, *args in calls]
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        return [future.result() for future in [pool.submit(*call) for call in calls]]
+
+
 def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEEDS, episodes: int = EPISODES,
-            objectives: Sequence[int] = OBJECTIVES, split: str = "test", warmup: str | Path | None = None,
-            long_from: int = LONG_FROM, learner: Mapping[str, Any] | None = None, command: str | None = None,
-            verbose: bool = True) -> dict[str, Any]:
+            samples: int = SAMPLES, objectives: Sequence[int] = OBJECTIVES, split: str = "test",
+            warmup: str | Path | None = None, long_from: int = LONG_FROM, learner: Mapping[str, Any] | None = None,
+            jobs: int = 1, command: str | None = None, verbose: bool = True) -> dict[str, Any]:
     """Train every arm x seed, evaluate them and the warm-up, write the report; return ``report``'s result.
 
     ``learner``: ``Config`` fields other than the per-arm ones (e.g. ``{"steps": 2}``), the same for
     every arm. ``warmup``: the start checkpoint (default: ``default_warmup`` for the learner's world).
+    ``samples``: sampled episodes per question at the training horizon (``Config.objectives``).
+    ``jobs``: runs (and evaluation folders) at once, each in a process of its own with one torch
+    thread unless ``learner`` sets ``threads``.
     """
     start = time.perf_counter()
     out = Path(out_dir)
@@ -125,19 +159,19 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
         base = Config(**learner)
     except (TypeError, ValueError) as e:
         raise BenchmarkError(f"learner settings: {e}") from None
-    if base.steps < 1:
-        raise BenchmarkError(f"steps must be at least 1, got {base.steps}")
     if base.dataset != "generated":  # it evaluates on eval_task's generated questions
         raise BenchmarkError(f"the comparison trains on the generated task, not dataset {base.dataset!r}")
     seeds, objectives = list(seeds), list(objectives)
     if not seeds or len(set(seeds)) < len(seeds) or any(s < 0 for s in seeds):
         raise BenchmarkError(f"seeds must be distinct non-negative integers, got {seeds}")
-    if episodes < 1:
-        raise BenchmarkError(f"episodes must be at least 1, got {episodes}")
+    if episodes < 1 or samples < 1 or jobs < 1:
+        raise BenchmarkError(f"episodes, samples and jobs must be at least 1, got {episodes}, {samples}, {jobs}")
+    if jobs > 1 and "threads" not in learner:
+        base = dataclasses.replace(base, threads=1)
     if not objectives or len(set(objectives)) < len(objectives) or min(objectives) < 1:
         raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
     task = eval_task(split, base)
-    if max(objectives) > len(task.questions):  # checked now, not after hours of training
+    if max(*objectives, base.objectives) > len(task.questions):  # checked now, not after hours of training
         raise BenchmarkError(f"{max(objectives)} objectives but {task.name} has {len(task.questions)} questions")
 
     warmup = Path(warmup) if warmup else default_warmup(base.task_seed, base.hops)
@@ -147,8 +181,9 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     for cfg in configs.values():  # before any training: a mismatch found late would waste hours
         check_run(cfg)
     previous = json.loads((out / COMPARISON).read_text()) if (out / COMPARISON).exists() else {}
-    info = {"settings": {"seeds": seeds, "episodes": episodes, "objectives": objectives, "split": split,
-                         "task": task.name, "long_from": long_from, "warmup": str(warmup), "prompt": TRAIN_PROMPT,
+    info = {"settings": {"seeds": seeds, "episodes": episodes, "samples": samples, "objectives": objectives,
+                         "sampled_objectives": [base.objectives], "split": split, "task": task.name,
+                         "long_from": long_from, "warmup": str(warmup), "prompt": TRAIN_PROMPT,
                          "max_new_tokens": EVAL_MAX_NEW_TOKENS, "max_context_tokens": max_context,
                          "learner": dataclasses.asdict(base)},
             "command": command or "benchmarks.learners.compare (library call)",
@@ -156,15 +191,24 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     out.mkdir(parents=True, exist_ok=True)
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
 
-    checkpoints = {label: trained_checkpoint(cfg) for label, cfg in configs.items()}
-    spec = f"hf:{{}}#max_new_tokens={EVAL_MAX_NEW_TOKENS}"
+    in_parallel(jobs, [(trained_checkpoint, cfg) for cfg in configs.values()])
+    checkpoints = {label: load_checkpoint(Path(cfg.run_dir)) for label, cfg in configs.items()}
+    greedy = f"hf:{{}}#max_new_tokens={EVAL_MAX_NEW_TOKENS}"
+    sampled = f"{greedy}#temperature={base.temperature}#seed={{}}"
+    common = dict(dataset=task, episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
+                  max_context_tokens=max_context, plots=False, verbose=verbose and jobs == 1)
+    evaluations = []  # a folder per kind, view and policy: each resumable, any number at once
     for context in ("memory", "full"):
-        agents = {label: spec.format(ckpt) for label, ckpt in checkpoints.items() if configs[label].context == context}
-        if context == "memory":  # the warm-up was trained on the memory view
-            agents = {WARMUP: spec.format(warmup), **agents}
-        evaluate(agents, out_dir=out / f"eval-{context}", dataset=task, objectives=objectives, contexts=[context],
-                 episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
-                 max_context_tokens=max_context, plots=False, verbose=verbose)
+        policies = {WARMUP: warmup, **{label: ckpt for label, ckpt in checkpoints.items()
+                                       if configs[label].context == context}}
+        for label, path in policies.items():
+            evaluations += [
+                (partial(evaluate, out_dir=out / "eval" / context / label, contexts=[context], objectives=objectives,
+                         **common), {label: greedy.format(path)}),
+                (partial(evaluate, out_dir=out / "sampled" / context / label, contexts=[context],
+                         objectives=[base.objectives], **common),
+                 {f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED) for j in range(1, samples + 1)})]
+    in_parallel(jobs, evaluations)
 
     info["wall_s"] += time.perf_counter() - start
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
@@ -174,22 +218,36 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     return result
 
 
-# ---- the report: tables for the three questions, from the episode logs ----
+# ---- the report: learning against the control and the start, MemPO − GRPO, the three questions ----
 def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The comparison's episodes (its seeds, horizons and episode count), ``agent`` set to the arm."""
+    """The comparison's episodes (its seeds, horizons and episode count), ``agent`` set to the arm (the
+    warm-up in the full context: ``WARMUP_FULL``), ``kind`` greedy or sampled."""
     records = []
-    for context in ("memory", "full"):
-        for r in load_run(out / f"eval-{context}")[1]:
-            m = re.fullmatch(r"(.+)-s(\d+)", r["agent"])
-            arm, seed = (m[1], int(m[2])) if m else (r["agent"], None)
-            if ((seed in settings["seeds"] or arm == WARMUP) and r["objectives"] in settings["objectives"]
-                    and r["episode"] < settings["episodes"]):
-                records.append({**r, "policy": r["agent"], "agent": arm, "train_seed": seed})
+    for kind, folder, horizons in (("greedy", "eval", settings["objectives"]),
+                                   ("sampled", "sampled", settings["sampled_objectives"])):
+        for context in ("memory", "full"):
+            for r in (r for run in sorted((out / folder / context).iterdir()) for r in load_run(run)[1]):
+                m = re.fullmatch(r"(.+?)(?:-s(\d+))?(?:~(\d+))?", r["agent"])
+                arm, seed = m[1], None if m[2] is None else int(m[2])
+                if arm == WARMUP and context == "full":
+                    arm = WARMUP_FULL
+                if ((seed in settings["seeds"] or seed is None) and r["objectives"] in horizons
+                        and r["episode"] < settings["episodes"]
+                        and (m[3] is None or int(m[3]) <= settings.get("samples", 0))):
+                    records.append({**r, "policy": r["agent"], "agent": arm, "train_seed": seed, "kind": kind})
     return records
 
 
-# Paired F1 differences in table (a): MemPO against GRPO, and each memory-view learner against its start.
-DIFFERENCES = (("mempo", "grpo"), ("mempo", WARMUP), ("grpo", WARMUP))
+def load_runs(out: Path, settings: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Each arm x seed's training log: ``metrics`` (a line per step) and ``curve`` (held-out F1 every
+    ``eval_every`` steps), keyed ``ARM-sSEED``."""
+    return {f"{arm}-s{seed}": {name: load_done(out / "runs" / f"{arm}-s{seed}" / f"{name}.jsonl")
+                               for name in ("metrics", "curve")}
+            for arm in ARMS for seed in settings["seeds"]}
+
+
+# Paired F1 differences in table (a): MemPO against GRPO, and each memory-view arm against its start.
+DIFFERENCES = (("mempo", "grpo"), ("mempo", WARMUP), ("grpo", WARMUP), ("control", WARMUP))
 Cell = tuple[float, float] | None  # (mean, 95% half-width); None where a policy has no episodes
 
 
@@ -250,7 +308,7 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
     """Rows of tables (a), (b), (c): ``{"objectives": label, column: Cell}``; a row over several
     horizons averages their cells."""
     ks = sorted(objectives)
-    f1 = {(arm, k): cell(records, arm, k) for arm in POLICIES for k in ks}
+    f1 = {(arm, k): cell(records, arm, k) for arm in (*POLICIES, WARMUP_FULL) for k in ks}
     tt = {(arm, k): cell(records, arm, k, "total_tokens") for arm in ARMS for k in ks}
     diffs = {(a, b, k): paired(records, a, b, k) for a, b in DIFFERENCES for k in ks}
     # The same differences per training seed (the warm-up, seed None, is every seed's start): the
@@ -274,26 +332,146 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
     several = len(ks) > 1
     a = [a_row(str(k), [k]) for k in long] + ([a_row(f"{long[0]}-{long[-1]}", long)] if len(long) > 1 else [])
     b = [b_row(str(k), [k]) for k in ks] + ([b_row("all", ks)] if several else [])
-    c = [{"objectives": str(k), **{arm: f1[arm, k] for arm in POLICIES}} for k in ks]
+    c = [{"objectives": str(k), **{arm: f1[arm, k] for arm in (*POLICIES, WARMUP_FULL)}} for k in ks]
     if several:
         c.append({"objectives": f"change {ks[0]}→{ks[-1]}", "difference": True,
-                  **{arm: change(f1[arm, ks[0]], f1[arm, ks[-1]]) for arm in POLICIES}})
+                  **{arm: change(f1[arm, ks[0]], f1[arm, ks[-1]]) for arm in (*POLICIES, WARMUP_FULL)}})
     return {"a": a, "b": b, "c": c}
+
+
+def late_reward(lines: list[dict[str, Any]], steps: int) -> float | None:
+    """A run's training reward over the second half of its steps (step 1 of every arm of a seed is the
+    same rollouts from the same weights; the arms part as their updates do)."""
+    late = [m["reward"] for m in lines if m["step"] > steps // 2]
+    return math.fsum(late) / len(late) if late and max(m["step"] for m in lines) >= steps else None
+
+
+def over_seeds(values: Mapping[int, float | None]) -> Cell:
+    """Mean and 95% Student-t half-width over training seeds (the runs are the independent unit)."""
+    got = [v for v in values.values() if v is not None]
+    return mean_ci(got) if got else None
+
+
+def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[str, list]],
+                    settings: dict[str, Any]) -> dict[str, list]:
+    """``learning``: per arm, the training reward against the control (paired by seed), held-out sampled
+    F1 at the training horizon and greedy F1 at the long horizons, each against the start and the
+    control (paired per question); ``mempo_grpo``: MemPO − GRPO on the same three measures, with each
+    training seed's value. Rows hold ``Cell``s and ``{seed: value}`` spreads."""
+    steps, seeds = settings["learner"]["steps"], settings["seeds"]
+    k = settings["sampled_objectives"][0]
+    long = [h for h in settings["objectives"] if h >= settings["long_from"]]
+    greedy = [r for r in records if r["kind"] == "greedy"]
+    sampled = [r for r in records if r["kind"] == "sampled"]
+    reward = {arm: {s: late_reward(runs[f"{arm}-s{s}"]["metrics"], steps) for s in seeds} for arm in ARMS}
+
+    def seed_diff(a: str, b: str) -> dict[int, float | None]:
+        return {s: None if reward[a][s] is None or reward[b][s] is None else reward[a][s] - reward[b][s]
+                for s in seeds}
+
+    def one_seed(rs: list[dict[str, Any]], s: int) -> list[dict[str, Any]]:
+        return [r for r in rs if r["train_seed"] in (s, None)]  # the warm-up is every seed's start
+
+    def sampled_diff(rs: list[dict[str, Any]], a: str, b: str) -> Cell:
+        return paired(rs, a, b, k)
+
+    def greedy_diff(rs: list[dict[str, Any]], a: str, b: str) -> Cell:
+        return average([paired(rs, a, b, h) for h in long]) if long else None
+
+    rows = []
+    for arm in ARMS:
+        learner = arm in LEARNERS
+        rows.append({
+            "arm": arm, "reward": over_seeds(reward[arm]),
+            "reward - control": over_seeds(seed_diff(arm, "control")) if learner else None,
+            "reward - control by seed": seed_diff(arm, "control") if learner else {},
+            "sampled": cell(sampled, arm, k), "sampled - start": sampled_diff(sampled, arm, START[arm]),
+            "sampled - control": sampled_diff(sampled, arm, "control") if learner else None,
+            "greedy": average([cell(greedy, arm, h) for h in long]) if long else None,
+            "greedy - start": greedy_diff(greedy, arm, START[arm]),
+            "greedy - control": greedy_diff(greedy, arm, "control") if learner else None})
+    for start in (WARMUP, WARMUP_FULL):
+        rows.append({"arm": start, "sampled": cell(sampled, start, k),
+                     "greedy": average([cell(greedy, start, h) for h in long]) if long else None})
+    measures = [("training reward (2nd half of the steps)", over_seeds(seed_diff("mempo", "grpo")),
+                 seed_diff("mempo", "grpo"), 1),
+                (f"held-out sampled F1 % at {k} objectives", sampled_diff(sampled, "mempo", "grpo"),
+                 {s: sampled_diff(one_seed(sampled, s), "mempo", "grpo") for s in seeds}, 100)]
+    if long:
+        measures.append((f"held-out greedy F1 % at {long[0]}-{long[-1]} objectives",
+                         greedy_diff(greedy, "mempo", "grpo"),
+                         {s: greedy_diff(one_seed(greedy, s), "mempo", "grpo") for s in seeds}, 100))
+    mempo_grpo = [{"measure": name, "mempo - grpo": d, "by seed": {s: v if v is None or isinstance(v, float) else v[0]
+                                                                   for s, v in spread.items()}, "scale": scale}
+                  for name, d, spread, scale in measures]
+    return {"learning": rows, "mempo_grpo": mempo_grpo}
+
+
+def signed(value: Cell, scale: float, digits: int) -> str:
+    return "–" if value is None else f"{value[0] * scale:+.{digits}f} ± {value[1] * scale:.{digits}f}"
+
+
+def verdict(value: Cell) -> str:
+    if value is None:
+        return "not measured"
+    return ("inside its interval" if not abs(value[0]) > value[1]
+            else f"{'positive' if value[0] > 0 else 'negative'} beyond its interval")
+
+
+def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list[str]:
+    """The learning and MemPO − GRPO tables, then a verdict line per target."""
+    k = settings["sampled_objectives"][0]
+    long = [h for h in settings["objectives"] if h >= settings["long_from"]]
+    span = f"{long[0]}-{long[-1]}" if long else "–"
+    lines = ["", "### Learning: each arm against the control (same seeds and questions) and its start", "",
+             f"| arm | training reward, 2nd half | − control (paired by seed) | by seed | sampled F1 % at {k} "
+             f"| − start | − control | greedy F1 % at {span} | − start | − control |", "|---" * 11 + "|"]
+    for row in tables["learning"]:
+        by_seed = ", ".join(f"{v:+.2f}" for v in row.get("reward - control by seed", {}).values() if v is not None)
+        reward = row.get("reward")
+        lines.append(" | ".join([
+            f"| {row['arm']}", "–" if reward is None else f"{reward[0]:.2f} ± {reward[1]:.2f}",
+            signed(row.get("reward - control"), 1, 2), by_seed or "–",
+            "–" if row.get("sampled") is None else text(row["sampled"], 100, 1, bounded=True),
+            signed(row.get("sampled - start"), 100, 1), signed(row.get("sampled - control"), 100, 1),
+            "–" if row.get("greedy") is None else text(row["greedy"], 100, 1, bounded=True),
+            signed(row.get("greedy - start"), 100, 1), signed(row.get("greedy - control"), 100, 1)]) + " |")
+    lines += ["", "### MemPO − GRPO", "", "| measure | mempo − grpo | by training seed |", "|---|---|---|"]
+    for row in tables["mempo_grpo"]:
+        digits = 2 if row["scale"] == 1 else 1
+        spread = ", ".join(f"{v * row['scale']:+.{digits}f} (seed {s})" for s, v in row["by seed"].items()
+                           if v is not None)
+        lines.append(f"| {row['measure']} | {signed(row['mempo - grpo'], row['scale'], digits)} | {spread or '–'} |")
+    lines.append("")
+    rows = {row["arm"]: row for row in tables["learning"]}
+    for arm in LEARNERS:
+        row = rows[arm]
+        lines += [f"- {arm}: training reward − control {signed(row['reward - control'], 1, 2)} "
+                  f"({verdict(row['reward - control'])}); held-out sampled F1 at {k} objectives − start "
+                  f"{signed(row['sampled - start'], 100, 1)} points ({verdict(row['sampled - start'])}); greedy F1 "
+                  f"at {span} objectives − start {signed(row['greedy - start'], 100, 1)} points "
+                  f"({verdict(row['greedy - start'])})."]
+    for row in tables["mempo_grpo"]:
+        lines.append(f"- mempo − grpo, {row['measure']}: {signed(row['mempo - grpo'], row['scale'], 2)} "
+                     f"({verdict(row['mempo - grpo'])}).")
+    return lines
 
 
 # (title, columns: (key, header, scale, digits))
 TABLES = {
     "a": ("(a) MemPO vs GRPO at long horizons: F1 %", [
         ("mempo", "mempo", 100, 1), ("grpo", "grpo", 100, 1), ("mempo - grpo", "mempo − grpo (paired)", 100, 1),
-        ("grpo-full", "grpo-full (full context)", 100, 1), (WARMUP, WARMUP, 100, 1),
+        ("control", "control", 100, 1), ("grpo-full", "grpo-full (full context)", 100, 1), (WARMUP, WARMUP, 100, 1),
         (f"mempo - {WARMUP}", "mempo − warm-up (paired)", 100, 1),
-        (f"grpo - {WARMUP}", "grpo − warm-up (paired)", 100, 1)]),
+        (f"grpo - {WARMUP}", "grpo − warm-up (paired)", 100, 1),
+        (f"control - {WARMUP}", "control − warm-up (paired)", 100, 1)]),
     "b": ("(b) Total tokens (TT) per episode: memory view vs full context", [
         ("mempo", "mempo (memory)", 1, 0), ("grpo", "grpo (memory)", 1, 0), ("grpo-full", "grpo-full (full)", 1, 0),
         ("mempo fewer", "mempo: % fewer than grpo-full", 100, 1),
         ("grpo fewer", "grpo: % fewer than grpo-full", 100, 1)]),
     "c": ("(c) F1 % as objectives grow (last row: the change from fewest to most)", [
         (WARMUP, "warm-up (memory)", 100, 1), ("mempo", "mempo (memory)", 100, 1), ("grpo", "grpo (memory)", 100, 1),
+        ("control", "control (memory)", 100, 1), (WARMUP_FULL, "warm-up (full)", 100, 1),
         ("grpo-full", "grpo-full (full)", 100, 1)]),
 }
 
@@ -311,10 +489,15 @@ def text(value: tuple[float, float], scale: float, digits: int, bounded: bool) -
 def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
     lines = [describe(settings), "",
              f"F1 and token cells: each of the {settings['episodes']} evaluation questions per horizon scored "
-             f"by an arm's {len(settings['seeds'])} training seeds averaged, then mean [95% Student-t interval "
-             f"over the questions, cut to the metric's range]; differences (paired): mean ± 95% Student-t "
-             f"half-width of the per-question differences; rows over several horizons: the mean of their "
-             f"means; % fewer and changes: ± half-widths combined from the cells (independent)."]
+             f"by an arm's {len(settings['seeds'])} training seeds averaged (and, sampled, its episodes), then "
+             f"mean [95% Student-t interval over the questions, cut to the metric's range]; differences "
+             f"(paired): mean ± 95% Student-t half-width of the per-question differences; rows over several "
+             f"horizons: the mean of their means; % fewer and changes: ± half-widths combined from the cells "
+             f"(independent). Training reward: each run's mean rollout reward over the second half of its "
+             f"steps, mean ± 95% Student-t half-width over the training seeds; against the control, the "
+             f"per-seed differences (the control of seed s trains on seed s's questions)."]
+    if "learning" in tables:
+        lines += learning_markdown(tables, settings)
     for name, (title, columns) in TABLES.items():
         lines += ["", f"### {title}", ""]
         if not tables[name]:
@@ -323,7 +506,7 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
         lines += ["| objectives | " + " | ".join(h for _, h, _, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
         for row in tables[name]:
             cells = ["–" if row[key] is None else
-                     text(row[key], s, d, bounded=key in POLICIES and not row.get("difference"))
+                     text(row[key], s, d, bounded=key in (*POLICIES, WARMUP_FULL) and not row.get("difference"))
                      for key, _, s, d in columns]
             lines.append(f"| {row['objectives']} | " + " | ".join(cells) + " |")
     last = tables["a"][-1] if tables["a"] else {}
@@ -347,35 +530,95 @@ def describe(settings: dict[str, Any]) -> str:
     limit = settings.get("max_context_tokens")  # absent from comparisons made before the limit existed
     window = (f"an episode whose next prompt exceeds {limit} tokens ends unanswered (the policy's window less "
               f"that budget)" if limit else "no context limit")
+    horizon = (f"{c['objectives']}-objective" if not c.get("min_objectives")
+               else f"{c['min_objectives']}-{c['objectives']}-objective")
     return (f"Learners (`algorithms.mempo.Config`, the same for every arm): steps × question groups × rollouts "
-            f"= {c['steps']} × {c['questions_per_step']} × {c['group_size']}, lr {c['lr']}, "
-            f"{c['objectives']}-objective training episodes of {c['hops']}-hop questions (world {c['task_seed']}), "
-            f"{c['max_turns']} turns, from the warm-up `{settings['warmup']}`. Evaluation "
-            f"(`benchmarks.run.evaluate`): {settings['episodes']} greedy episodes per policy and horizon on "
-            f"`{settings['task']}`, training seeds {', '.join(map(str, settings['seeds']))}, prompt "
-            f"`{settings['prompt']}`, turn budget max({c['max_turns']}, 4 × objectives); the warm-up, mempo and "
-            f"grpo in the memory view, grpo-full in the full context; up to "
+            f"= {c['steps']} × {c['questions_per_step']} × {c['group_size']}, lr {c['lr']}, KL {c['kl_coef']}, "
+            f"rollout temperature {c['temperature']}, {horizon} training episodes of {c['hops']}-hop questions "
+            f"(world {c['task_seed']}), {c['max_turns']} turns, from the warm-up `{settings['warmup']}`; the "
+            f"control is grpo with its advantages shuffled within groups. Evaluation (`benchmarks.run.evaluate`) "
+            f"on `{settings['task']}`, training seeds {', '.join(map(str, settings['seeds']))}: "
+            f"{settings['episodes']} questions per policy and horizon, greedy, and sampled at temperature "
+            f"{c['temperature']} at {', '.join(map(str, settings['sampled_objectives']))} objectives, "
+            f"{settings['samples']} episodes per question; prompt `{settings['prompt']}`, turn budget "
+            f"max({c['max_turns']}, 4 × objectives); the warm-up in both views, mempo, grpo and the control in "
+            f"the memory view, grpo-full in the full context; up to "
             f"{settings.get('max_new_tokens', c['max_new_tokens'])} new tokens per turn; {window}; TT in the "
             f"policy's tokens.")
 
 
+def curve_series(runs: Mapping[str, Mapping[str, list]], arm: str, seeds: Sequence[int], log: str,
+                 key: str) -> tuple[list[int], list[Cell]]:
+    """Steps and, at each, ``key``'s mean and 95% interval over the seeds that logged it (``reward_avg`` of
+    ``metrics``; ``sampled_f1`` or ``greedy_f1`` of ``curve``, whose values are (mean, half-width))."""
+    by_step: dict[int, list[float]] = {}
+    for s in seeds:
+        for line in runs[f"{arm}-s{s}"][log]:
+            if key in line:
+                value = line[key]
+                by_step.setdefault(line["step"], []).append(value[0] if isinstance(value, list) else value)
+    steps = sorted(by_step)
+    return steps, [mean_ci(by_step[t]) for t in steps]
+
+
+def plot_curves(runs: Mapping[str, Mapping[str, list]], settings: dict[str, Any], path: Path) -> Path:
+    """``curves.png``: per learner, the rollout reward's moving average and the held-out sampled and
+    greedy F1 against steps, trained vs the control, bands: 95% intervals over the training seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c, seeds = settings["learner"], settings["seeds"]
+    rows = [("metrics", "reward_avg", f"rollout reward, moving average of {c.get('reward_window', 1)} steps"),
+            ("curve", "sampled_f1", f"held-out sampled F1 (T={c['temperature']}), {c['objectives']} objectives"),
+            ("curve", "greedy_f1", f"held-out greedy F1, {c['objectives']} objectives")]
+    columns = ["mempo", "grpo", "grpo-full"]
+    fig, axes = plt.subplots(len(rows), len(columns), figsize=(5 * len(columns), 3.2 * len(rows)), squeeze=False)
+    for col, arm in enumerate(columns):
+        for row, (log, key, label) in enumerate(rows):
+            ax = axes[row][col]
+            for name, color in ((arm, "C0"), ("control", "C7")) if arm in LEARNERS else ((arm, "C0"),):
+                steps, cells = curve_series(runs, name, seeds, log, key)
+                if not steps:
+                    continue
+                mean = [m for m, _ in cells]
+                ax.plot(steps, mean, "-o", markersize=3, color=color, label=name)
+                if not any(math.isnan(h) for _, h in cells):
+                    ax.fill_between(steps, [m - h for m, h in cells], [m + h for m, h in cells], color=color,
+                                    alpha=0.2, linewidth=0)
+            ax.set_title(f"{arm}: {label}", fontsize=9)
+            ax.set_xlabel("RL step")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.suptitle(f"Learning curves, {len(seeds)} training seeds per arm (line: their mean; band: 95% Student-t "
+                 f"interval over the seeds)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def report(out_dir: str | Path) -> dict[str, Any]:
-    """Rebuild ``results.json``, ``report.md`` and the plots of a comparison folder from its episodes."""
+    """Rebuild ``results.json``, ``report.md`` and the plots of a comparison folder from its logs."""
     out = Path(out_dir)
     if not (out / COMPARISON).is_file():
         raise BenchmarkError(f"{out} is not a learner comparison: no {COMPARISON} in it")
     settings = json.loads((out / COMPARISON).read_text())["settings"]
-    records = load_records(out, settings)
-    tables = question_tables(records, settings["objectives"], settings["long_from"])
-    rows = summarize(seed_averaged(records))  # the plots' bands over questions, as in the tables
-    text = markdown(tables, settings)
+    records, runs = load_records(out, settings), load_runs(out, settings)
+    greedy = [r for r in records if r["kind"] == "greedy"]
+    tables = {**learning_tables(records, runs, settings),
+              **question_tables(greedy, settings["objectives"], settings["long_from"])}
+    rows = summarize(seed_averaged(greedy))  # the plots' bands over questions, as in the tables
+    text_ = markdown(tables, settings)
     result = {"settings": settings, "tables": tables, "arms": jsonable(rows),
-              "policies": jsonable(summarize(records, ("policy", "context", "objectives"))), "markdown": text}
+              "policies": jsonable(summarize(greedy, ("policy", "context", "objectives"))), "markdown": text_}
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    (out / "report.md").write_text(text + "\n")
+    (out / "report.md").write_text(text_ + "\n")
     from benchmarks.plots import plot_runs  # matplotlib: imported only to plot
 
-    plot_runs({f"{settings['task']}, trained arms averaged over {len(settings['seeds'])} seeds": rows}, out)
+    plot_runs({f"{settings['task']}, greedy, trained arms averaged over {len(settings['seeds'])} seeds": rows}, out)
+    plot_curves(runs, settings, out / "curves.png")
     return result
 
 
@@ -390,13 +633,14 @@ def write_results_section(out_dir: str | Path, results_md: str | Path = "benchma
         raise BenchmarkError(f"{path} has no {HEADING!r} heading to write under")
     images = path.parent / "results"
     images.mkdir(exist_ok=True)
-    for name in ("f1", "cost"):
-        shutil.copyfile(out / f"{name}_vs_objectives.png", images / f"learners_{name}.png")
+    for name in IMAGES:
+        shutil.copyfile(out / f"{name}.png", images / f"learners_{name.split('_')[0]}.png")
     block = "\n".join([
-        BEGIN.format(out=out), "", "```bash", info["command"], "```", "",
+        BEGIN.format(out=out), "", TESTED_BY, "```bash", info["command"], "```", "",
         f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 60:.0f} min "
         "(the invocations that ran to the end).", "",
         (out / "report.md").read_text().rstrip(), "",
+        "![learning curves, trained vs control](results/learners_curves.png)", "",
         "![F1 vs objectives, learners](results/learners_f1.png)", "",
         "![cost vs objectives, learners](results/learners_cost.png)", "", END])
     if (i := text.find(MARK)) >= 0 and (j := text.find(END, i)) >= 0:
@@ -434,22 +678,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help=f"a first look: seeds {_csv(QUICK['seeds'])}, {QUICK['steps']} steps, {QUICK['episodes']} "
-                        f"episodes, objectives {_csv(QUICK['objectives'])} (explicit flags still win)")
+                        f"episodes, {QUICK['samples']} samples, objectives {_csv(QUICK['objectives'])} (explicit "
+                        f"flags still win)")
     p.add_argument("--out", default=None, help="output folder (default runs/learners; runs/learners-quick)")
     p.add_argument("--seeds", default=None, help=f"training seeds, comma-separated (default {_csv(SEEDS)})")
     p.add_argument("--steps", type=int, default=None, help="RL steps per run (default: algorithms.mempo.Config's)")
     p.add_argument("--episodes", type=int, default=None,
-                   help=f"evaluation episodes per policy and horizon (default {EPISODES})")
+                   help=f"evaluation questions per policy and horizon (default {EPISODES})")
+    p.add_argument("--samples", type=int, default=None,
+                   help=f"sampled episodes per question at the training horizon (default {SAMPLES})")
     p.add_argument("--objectives", default=None,
                    help=f"evaluation horizons (default {_csv(OBJECTIVES)})")
     p.add_argument("--split", default="test", choices=("test", "validation"),
                    help="test: the evaluation questions; validation: the next world's test questions, for tuning")
     p.add_argument("--warmup", default=None, help="start checkpoint of every arm (default: the learner's warm-up)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs and evaluation folders at once, one process and one torch thread each (default 1)")
     p.add_argument("--long-from", type=int, default=LONG_FROM, help="question (a): horizons from this many objectives")
     p.add_argument("--results-md", default=None, metavar="PATH",
                    help='then write the "## Learner comparison" section of this file (benchmarks/RESULTS.md)')
     args = p.parse_args(argv)
-    default = QUICK if args.quick else {"seeds": SEEDS, "steps": None, "episodes": EPISODES, "objectives": OBJECTIVES}
+    default = QUICK if args.quick else {"seeds": SEEDS, "steps": None, "episodes": EPISODES, "samples": SAMPLES,
+                                        "objectives": OBJECTIVES}
     out = args.out or ("runs/learners-quick" if args.quick else "runs/learners")
     steps = default["steps"] if args.steps is None else args.steps
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -457,8 +707,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result = compare(
             out, seeds=_int_list(args.seeds, "--seeds") if args.seeds else default["seeds"],
             episodes=default["episodes"] if args.episodes is None else args.episodes,
+            samples=default["samples"] if args.samples is None else args.samples,
             objectives=_int_list(args.objectives, "--objectives") if args.objectives else default["objectives"],
-            split=args.split, warmup=args.warmup, long_from=args.long_from,
+            split=args.split, warmup=args.warmup, long_from=args.long_from, jobs=args.jobs,
             learner={} if steps is None else {"steps": steps},
             command=shlex.join(["python", "-m", "benchmarks.learners", *(sys.argv[1:] if argv is None else argv)]))
         if args.results_md:
@@ -467,6 +718,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         p.error(str(e))
     print(f"written to {out}")
     return result
+
 
 if __name__ == "__main__":
     main()

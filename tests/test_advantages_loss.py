@@ -5,7 +5,13 @@ import math
 import pytest
 import torch
 
-from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, token_advantages
+from algorithms.advantages import (
+    grpo_advantages,
+    memory_advantages,
+    memory_rewards,
+    shuffled_within_groups,
+    token_advantages,
+)
 from algorithms.loss import ppo_loss
 
 
@@ -23,6 +29,19 @@ def test_grpo_groups_are_per_question():
     assert adv[0] > 0 > adv[1] and adv[0] == pytest.approx(-adv[1])
     assert adv[4] < 0 < adv[5]
     assert grpo_advantages(torch.tensor([1.0]), torch.tensor([0])).tolist() == [0.0]
+
+
+def test_the_control_permutes_advantages_within_their_group_only():
+    """--control shuffled: each group keeps its values (so their spread and zero mean), in another order."""
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1, 2, 2])
+    adv = grpo_advantages(torch.tensor([1.0, 0, 0, 0, 3, 1, 2, 0, 1, 1]), groups)
+    draws = [shuffled_within_groups(adv, groups, torch.Generator().manual_seed(s)) for s in range(5)]
+    for out in draws:
+        for g in range(3):
+            assert sorted(out[groups == g].tolist()) == sorted(adv[groups == g].tolist())
+    assert any(not torch.equal(out, adv) for out in draws)  # the rollout no longer gets what it earned
+    again = shuffled_within_groups(adv, groups, torch.Generator().manual_seed(3))
+    assert torch.equal(again, draws[3])  # a resumed run draws the same permutation
 
 
 def test_memory_worked_example():

@@ -80,7 +80,6 @@ PYTHON: dict[tuple[str, str], Run | Compile] = {
     ("benchmarks/RESULTS.md", "from benchmarks.replay import replay"): Run(),  # on the reduced run above
     ("docs/learners.md", '"pfull-variant": "hf:FOLDER#max_new_tokens=256"'): Compile(
         "FOLDER is the reader's fine-tuned policy (the block above builds it in 33 min)"),
-    ("docs/learners.md", "adv.grpo_advantages = shuffled"): Compile("33 minutes of training"),
 }
 
 
@@ -237,6 +236,8 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.soak": benchmarks_soak,
     "benchmarks.learners": parse_only("benchmarks.learners", "about 2 hours on 2 cores; tests/test_learners.py runs "
                                       "it at tiny settings", lambda m, a: m.main(a)),
+    "benchmarks.bench_step": parse_only("benchmarks.bench_step", "about 10 minutes of training steps on 2 cores",
+                                        lambda m, a: m.main(a)),
     "benchmarks.systems": parse_only("benchmarks.systems", "minutes of micro-benchmarks; tests/test_systems.py runs "
                                      "the env suite", lambda m, a: m.main(a)),
     "mempo_env.retrieval.server": parse_only("mempo_env.retrieval.server", "a server that runs until stopped; "

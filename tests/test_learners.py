@@ -12,7 +12,7 @@ from benchmarks.report import BenchmarkError
 from benchmarks.summary import mean_ci, summarize
 
 TINY = dict(steps=1, questions_per_step=2, group_size=2, max_turns=4, max_new_tokens=8, minibatch_size=8,
-            microbatch_size=4)
+            pack_tokens=256, objectives=2, eval_every=1, curve_questions=1, eval_samples=1)
 
 
 def lines(path: Path) -> int:
@@ -20,7 +20,7 @@ def lines(path: Path) -> int:
 
 
 def smoke(out: Path, warmup: Path, **learner) -> dict:
-    return compare(out, seeds=[0], episodes=2, objectives=[1, 2], warmup=warmup, long_from=2,
+    return compare(out, seeds=[0], episodes=2, samples=2, objectives=[1, 2], warmup=warmup, long_from=2,
                    learner={**TINY, **learner}, verbose=False)
 
 
@@ -31,24 +31,33 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     result = smoke(out, policy_dir)
 
     runs = sorted((out / "runs").iterdir())
-    assert [r.name for r in runs] == ["grpo-full-s0", "grpo-s0", "mempo-s0"]
+    assert [r.name for r in runs] == ["control-s0", "grpo-full-s0", "grpo-s0", "mempo-s0"]
     for run in runs:
         assert load_checkpoint(run) == run / "checkpoint" and lines(run / "metrics.jsonl") == 1
+        assert lines(run / "curve.jsonl") == 2  # the learning curve: at the start and after the step
         saved = json.loads((run / "config.json").read_text())
         assert saved["policy"] == str(policy_dir) and saved["eval_episodes"] == 0
     assert json.loads((out / "runs/grpo-full-s0/config.json").read_text())["context"] == "full"
-    for name in ("comparison.json", "results.json", "report.md", "f1_vs_objectives.png", "cost_vs_objectives.png"):
+    assert json.loads((out / "runs/control-s0/config.json").read_text())["control"] == "shuffled"
+    for name in ("comparison.json", "results.json", "report.md", "curves.png", "f1_vs_objectives.png",
+                 "cost_vs_objectives.png"):
         assert (out / name).is_file(), name
-    memory = [json.loads(x) for x in (out / "eval-memory/episodes.jsonl").read_text().splitlines()]
-    full = [json.loads(x) for x in (out / "eval-full/episodes.jsonl").read_text().splitlines()]
-    assert {r["agent"] for r in memory} == {"warm-up", "mempo-s0", "grpo-s0"} and len(memory) == 3 * 2 * 2
-    assert {r["agent"] for r in full} == {"grpo-full-s0"} and {r["context"] for r in full} == {"full"}
+    episodes = {f"{kind}-{view}": [json.loads(x) for run in (out / kind / view).iterdir()
+                                   for x in (run / "episodes.jsonl").read_text().splitlines()]
+                for kind in ("eval", "sampled") for view in ("memory", "full")}  # a folder per policy
+    memory, full = episodes["eval-memory"], episodes["eval-full"]
+    assert {r["agent"] for r in memory} == {"warm-up", "mempo-s0", "grpo-s0", "control-s0"} and len(memory) == 16
+    assert {r["agent"] for r in full} == {"warm-up", "grpo-full-s0"} and {r["context"] for r in full} == {"full"}
     assert all("total_tokens" in r and "context_overflow" in r for r in memory + full)  # TT in the policy's tokens
+    # sampled: 2 episodes per question at the training horizon, each policy in its view
+    assert {r["agent"] for r in episodes["sampled-full"]} == {"warm-up~1", "warm-up~2", "grpo-full-s0~1",
+                                                               "grpo-full-s0~2"}
+    assert len(episodes["sampled-memory"]) == 4 * 2 * 2 and {r["objectives"] for r in episodes["sampled-memory"]} == {2}
     settings = json.loads((out / "comparison.json").read_text())["settings"]
     assert (settings["max_new_tokens"], settings["max_context_tokens"]) == (16, 4096 - 16)  # the policy's window
 
     report = (out / "report.md").read_text()
-    for title in ("### (a)", "### (b)", "### (c)"):
+    for title in ("### Learning", "### MemPO − GRPO", "### (a)", "### (b)", "### (c)"):
         assert title in report
     tables = result["tables"]
     assert [r["objectives"] for r in tables["a"]] == ["2"]
@@ -59,7 +68,7 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     # Started again: no training, no new episode, the same tables.
     monkeypatch.setattr(learners, "train", lambda cfg: pytest.fail(f"{cfg.run_dir} trained again"))
     assert smoke(out, policy_dir)["tables"] == tables
-    assert lines(out / "eval-memory/episodes.jsonl") == 12 and lines(out / "eval-full/episodes.jsonl") == 4
+    assert sum(lines(run / "episodes.jsonl") for run in (out / "eval/memory").iterdir()) == 16
     with pytest.raises(BenchmarkError, match="other settings.*lr"):  # refused before any training
         smoke(out, policy_dir, lr=0.5)
 
@@ -70,7 +79,7 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     first = md.read_text()
     assert first.index(HEADING) < first.index("### (a)") < first.index("The reading.") < first.index("## Next")
     assert "python -m benchmarks.learners" not in first and "library call" in first  # the command that made it
-    assert (tmp_path / "results/learners_f1.png").is_file()
+    assert all((tmp_path / f"results/learners_{name}.png").is_file() for name in ("curves", "f1", "cost"))
     write_results_section(out, md)
     assert md.read_text() == first
 
@@ -84,6 +93,8 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     (dict(seeds=[]), "seeds"),
     (dict(split="dev"), "validation"),
     (dict(learner={"dataset": "hotpotqa"}), "trains on the generated task"),  # it evaluates on generated questions
+    (dict(jobs=0), "jobs must be at least 1"),
+    (dict(samples=0), "samples"),
 ])
 def test_bad_settings_fail_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(BenchmarkError, match=message):
@@ -153,10 +164,45 @@ def test_the_report_writes_changes_as_signed_differences():
     records = [{"agent": arm, "train_seed": None if arm == "warm-up" else 0, "objectives": k, "episode": e,
                 "f1": 1.0 if k == 1 else 0.25 * e, "total_tokens": 100} for arm in ("warm-up", "mempo", "grpo")
                for k in (1, 6) for e in range(2)]
-    settings = {"seeds": [0], "episodes": 2, "long_from": 6, "task": "t", "warmup": "w", "prompt": "train",
+    settings = {"seeds": [0], "episodes": 2, "samples": 2, "sampled_objectives": [6], "long_from": 6, "task": "t",
+                "warmup": "w", "prompt": "train",
                 "learner": {"steps": 1, "questions_per_step": 1, "group_size": 2, "lr": 1e-4, "objectives": 6,
-                            "hops": 1, "task_seed": 0, "max_turns": 8, "max_new_tokens": 8}}
+                            "hops": 1, "task_seed": 0, "max_turns": 8, "max_new_tokens": 8, "kl_coef": 0.1,
+                            "temperature": 1.0}}
     text_ = markdown(question_tables(records, [1, 6], long_from=6), settings)
     change_row = next(line for line in text_.splitlines() if line.startswith("| change 1→6"))
     assert "-87.5 ± " in change_row and "[" not in change_row  # a fall, not an interval cut at 0
     assert "mempo − grpo is +0.0 ± 0.0 F1 points: inside its interval; by training seed +0.0 (seed 0)" in text_
+
+
+def test_learning_is_measured_against_the_control_by_seed_and_the_start_by_question():
+    """Training reward: each run's second half, minus its seed's control; held-out F1: per question,
+    seeds (and samples) averaged, minus the start's on the same question."""
+    from benchmarks.learners import learning_markdown, learning_tables
+
+    settings = {"seeds": [0, 1], "objectives": [2, 6], "sampled_objectives": [6], "long_from": 6, "episodes": 2,
+                "learner": {"steps": 4}}
+    rewards = {"mempo": (3.0, 4.0), "grpo": (2.5, 2.5), "control": (2.0, 2.0), "grpo-full": (1.0, 1.0)}
+    runs = {f"{arm}-s{s}": {"metrics": [{"step": t, "reward": 9.0 if t <= 2 else r[s]} for t in range(1, 5)],
+                            "curve": []} for arm, r in rewards.items() for s in (0, 1)}
+
+    def record(arm, seed, kind, k, e, f1):
+        return {"agent": arm, "train_seed": seed, "kind": kind, "objectives": k, "episode": e, "f1": f1}
+
+    records = [record(arm, s, kind, 6, e, f1 + 0.1 * e + 0.05 * (s or 0))
+               for kind in ("greedy", "sampled")
+               for arm, seeds, f1 in [("warm-up", [None], 0.5), ("warm-up (full)", [None], 0.1), ("mempo", [0, 1], 0.7),
+                                      ("grpo", [0, 1], 0.6), ("control", [0, 1], 0.5), ("grpo-full", [0, 1], 0.1)]
+               for s in seeds for e in range(2)]
+    tables = learning_tables(records, runs, settings)
+    rows = {r["arm"]: r for r in tables["learning"]}
+    assert rows["mempo"]["reward"][0] == pytest.approx(3.5)  # steps 3-4 only
+    assert rows["mempo"]["reward - control by seed"] == pytest.approx({0: 1.0, 1: 2.0})
+    assert rows["mempo"]["reward - control"][0] == pytest.approx(1.5) and rows["control"]["reward - control"] is None
+    assert rows["mempo"]["sampled - start"] == pytest.approx((0.225, 0.0))  # +0.2, +0.025 from seed 1's half
+    assert rows["grpo-full"]["sampled - start"] == pytest.approx((0.025, 0.0))  # against the warm-up in full view
+    assert rows["grpo"]["greedy - control"] == pytest.approx((0.1, 0.0))
+    by = {r["measure"].split(" (")[0].split(" %")[0]: r for r in tables["mempo_grpo"]}
+    assert by["training reward"]["by seed"] == pytest.approx({0: 0.5, 1: 1.5})
+    text_ = "\n".join(learning_markdown(tables, settings))
+    assert "- mempo: training reward − control +1.50 ± " in text_ and "held-out sampled F1 at 6 objectives" in text_

@@ -4,11 +4,10 @@ import dataclasses
 import math
 
 import pytest
-import torch
 
 from agents.backends.base import Generation
 from agents.scripted import ANSWERING
-from algorithms.batch import build_samples, collate
+from algorithms.batch import build_samples, generated_tokens
 from algorithms.memory_reward import answer_probabilities, scored_turns
 from algorithms.rollout import collect_rollouts, encode, mem_token_span
 from mempo_env import Document, QARecord, QATask
@@ -124,12 +123,14 @@ def test_samples_mask_prompt_and_tool_tokens(tokenizer):
     assert sorted(set(s0.a_mem)) == [-1.0, 0.0, 0.5] and sum(s1.a_mem) == 0.0
     samples = build_samples(rs, [1.0, -1.0], a_mem, "memory")
     assert len(samples) == 6 and all(sum(s.response_mask) == len(t.response_ids) for s, t in zip(samples, turns))
-    batch = collate(samples, tokenizer.pad_token_id)
-    shifted = batch["response_mask"][0]  # position k of the shifted masks describes token k + 1
-    assert shifted[len(turns[0].prompt_ids) - 1] == 1 and shifted[len(turns[0].prompt_ids) - 2] == 0
-    assert batch["old_logp"][0][len(turns[0].prompt_ids) - 1].item() == pytest.approx(-0.01)
-    assert batch["input_ids"].shape == batch["attention_mask"].shape
-    assert torch.equal(batch["a_out"], torch.tensor([1.0, 1.0, 1.0, -1.0, -1.0, -1.0]))
+    tokens = [generated_tokens(s) for s in samples]  # what the loss is taken on
+    assert tokens[0].positions == list(range(len(turns[0].prompt_ids), len(samples[0].input_ids)))
+    assert tokens[0].old_logp[0].item() == pytest.approx(-0.01)
+    # A_out, plus A_mem on the <mem> tokens of rollout 0's scored turns 1 (+0.5) and 2 (-1.0)
+    assert [t.advantages.unique().tolist() for t in tokens] == [[1.0], [1.0, 1.5], [0.0, 1.0]] + [[-1.0]] * 3
+    [full] = [generated_tokens(s) for s in build_samples(rs[:1], [1.0], a_mem, "full")]
+    assert sorted(set(full.advantages.tolist())) == [0.0, 1.0, 1.5]  # the same in the full layout
+    assert all(samples[0].response_mask[k] for k in tokens[0].positions)
 
 
 @pytest.mark.parametrize("agg", ["seq-mean-token-mean", "token-mean"])
@@ -143,8 +144,8 @@ def test_loss_weights_count_rollouts_not_turns(tokenizer, agg):
         lengths = [sum(len(t.response_ids) for t in r.turns) for r in rs]
         samples = build_samples(rs, [1.0, -1.0], {}, context, agg)
         owner = [0] * (3 if context == "memory" else 1) + [1]
-        weights = collate(samples, tokenizer.pad_token_id)["loss_weight"].sum(-1)
-        per_rollout[context] = [sum(w for w, o in zip(weights.tolist(), owner) if o == i) for i in (0, 1)]
+        weights = [generated_tokens(s).weights.sum().item() for s in samples]
+        per_rollout[context] = [sum(w for w, o in zip(weights, owner) if o == i) for i in (0, 1)]
     expected = [1.0, 1.0] if agg == "seq-mean-token-mean" else lengths
     assert per_rollout["memory"] == pytest.approx(expected) and per_rollout["full"] == pytest.approx(expected)
     with pytest.raises(ValueError, match="aggregation"):

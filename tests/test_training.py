@@ -1,5 +1,6 @@
 """End to end on the tiny policy: warm-up, one RL step of each algorithm, kill -9 and resume."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from algorithms.mempo import Config, load_checkpoint, save_checkpoint, train
 from algorithms.sft import SFTConfig, ensure_warmup
 
 TINY = dict(questions_per_step=2, group_size=2, max_turns=4, max_new_tokens=24, minibatch_size=8,
-            microbatch_size=4, eval_episodes=0)
+            pack_tokens=256, eval_episodes=0, eval_every=0)
 ROOT = Path(__file__).resolve().parents[1]
 TIMES = ("rollout_s", "memory_reward_s", "update_s", "sync_s", "step_s")
 
@@ -170,7 +171,7 @@ def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
     (["--split", "test", "--eval-split", "test"], "--eval-split 'test' shares"),
     (["--eval-fraction", "1"], "eval_fraction must be in (0, 1), got 1.0"),
     (["--reward", "f1"], "reward must be one of ('score', 'aligned'), not 'f1'"),
-    (["--min-objectives", "11"], "min_objectives must be 0 or from 1 to objectives (10), got 11"),
+    (["--min-objectives", "11"], "min_objectives must be 0 or from 1 to objectives (6), got 11"),
 ])
 def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     from algorithms.mempo import main
@@ -293,3 +294,65 @@ def test_one_step_on_a_shared_set(warmup, tmp_path):
     assert m["step"] == 1 and m["total_tokens"] > 0  # the tiny policy, trained on generated questions, fails them
     assert set(result["eval"]) == {"start", "trained"}
     assert datasets(Config(dataset="hotpotqa", split="train100", eval_split="dev"))[1].name == "hotpotqa"
+
+
+def test_a_run_logs_its_learning_curve_and_a_sampled_evaluation(warmup, tmp_path):
+    """Every step: the rollout reward per question group and its moving average with an interval; every
+    eval_every steps (and at 0): held-out greedy and sampled F1; at the end: both, start vs trained, paired."""
+    run = tmp_path / "run"
+    curve = dict(objectives=2, eval_every=1, curve_questions=2, eval_samples=2, eval_episodes=3, reward_window=2)
+    result = train(Config(policy=str(warmup), run_dir=str(run), steps=2, **{**TINY, **curve}))
+    lines = metrics(run)
+    assert [len(m["group_rewards"]) for m in lines] == [2, 2]
+    assert lines[1]["reward_avg"] == pytest.approx(sum(lines[0]["group_rewards"] + lines[1]["group_rewards"]) / 4)
+    assert lines[1]["reward_avg_ci"] >= 0 and all(m["eval_s"] > 0 for m in lines)
+    points = [json.loads(x) for x in (run / "curve.jsonl").read_text().splitlines()]
+    assert [p["step"] for p in points] == [0, 1, 2]
+    assert all(len(p["per_question"]["greedy"]) == len(p["per_question"]["sampled"]) == 2 for p in points)
+    record = json.loads((run / "eval.json").read_text())
+    assert record["samples"] == 2 and len(record["sampled_per_question"]["trained"]) == 3
+    start, trained = (record["sampled_per_question"][k] for k in ("start", "trained"))
+    assert result["gain"]["sampled_f1"][0] == pytest.approx(sum(trained) / 3 - sum(start) / 3)
+    assert "Sampled at temperature 1.0, 2 episodes per question" in (run / "eval.md").read_text()
+
+
+def test_the_control_trains_on_the_same_questions_without_the_information(warmup, tmp_path):
+    """Step 1 of a run and of its control plays the same rollouts (same weights, seeds and questions);
+    the control's update then sees the advantages permuted within groups."""
+    runs = {control: tmp_path / control for control in ("none", "shuffled")}
+    for control, run in runs.items():
+        train(Config(policy=str(warmup), run_dir=str(run), steps=1, control=control, **TINY))
+    first = {control: metrics(run)[0] for control, run in runs.items()}
+    assert first["none"]["group_rewards"] == first["shuffled"]["group_rewards"]
+    assert (first["none"]["total_tokens"], first["none"]["turns"]) == (first["shuffled"]["total_tokens"],
+                                                                       first["shuffled"]["turns"])
+    with pytest.raises(ValueError, match="control must be one of"):
+        Config(control="zero")
+
+
+def test_resume_takes_new_budgets_and_refuses_other_changes(tmp_path, monkeypatch, capsys):
+    """--resume RUN keeps the run's settings; the step budget and evaluation settings may change, any
+    other option given is refused in one line naming it."""
+    import algorithms.mempo as mempo
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({**dataclasses.asdict(Config(algo="grpo")), "lr": 3e-4}))
+    started = []
+    monkeypatch.setattr(mempo, "train", lambda cfg, data: started.append(cfg))
+    mempo.main("grpo", ["--resume", str(run), "--steps", "40", "--eval-episodes", "50"])
+    [cfg] = started
+    assert (cfg.steps, cfg.eval_episodes, cfg.lr, cfg.run_dir) == (40, 50, 3e-4, str(run))
+    for args, message in ((["--lr", "1e-3", "--group-size", "4"], "not group_size, lr"),
+                          (["--run-dir", str(tmp_path / "elsewhere")], "not run_dir")):
+        with pytest.raises(SystemExit) as exit_:
+            mempo.main("grpo", ["--resume", str(run), *args])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mempo.main("mempo", ["--resume", str(run)])
+    assert "a grpo run; resume it with python -m algorithms.grpo" in capsys.readouterr().err
+    (run / "config.json").write_text(json.dumps({**dataclasses.asdict(Config(algo="grpo")), "microbatch_size": 16}))
+    with pytest.raises(SystemExit):
+        mempo.main("grpo", ["--resume", str(run)])
+    assert "settings this version does not know (microbatch_size)" in capsys.readouterr().err
+    assert len(started) == 1

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from agents.backends.base import Generation
 from agents.backends.common import check_generate_args
@@ -43,6 +44,42 @@ def _inference(model: torch.nn.Module) -> Iterator[None]:
             yield
     finally:
         model.train(was_training)
+
+
+class _ReservedLayer(DynamicLayer):
+    """A ``DynamicLayer`` that writes into room reserved for the whole generation (prompt and new tokens)
+    instead of concatenating: each concatenation copied the layer's whole cache, 44% of the decoding time
+    of a 10-objective rollout turn (tiny policy, CPU). The keys and values it returns are views of the
+    same numbers, so generation is unchanged."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room, self.length, self.reserved = room, 0, None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.reserved is None:  # the base class sets itself up on its first update: give it no tokens
+            super().update(key_states[..., :0, :], value_states[..., :0, :], *args, **kwargs)
+            self.reserved = [s.new_empty((*s.shape[:2], self.room, s.shape[-1])) for s in (key_states, value_states)]
+        end = self.length + key_states.shape[-2]
+        self.reserved[0][:, :, self.length:end] = key_states
+        self.reserved[1][:, :, self.length:end] = value_states
+        self.length = end
+        self.keys, self.values = (r[:, :, :end] for r in self.reserved)
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.reserved is not None:
+            self.reserved = [r[indices] for r in self.reserved]
+            self.keys, self.values = (r[:, :, :self.length] for r in self.reserved)
+
+
+def _reserved_cache(model: torch.nn.Module, room: int) -> DynamicCache:
+    """The model's own ``DynamicCache``, its plain full-attention layers replaced by ``_ReservedLayer``s
+    (sliding-window and other layer kinds keep their own)."""
+    cache = DynamicCache(config=model.config)
+    cache.layers = [_ReservedLayer(room) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
 
 
 def _sample(logits: torch.Tensor, temperature: float, top_p: float,
@@ -148,7 +185,7 @@ class HFBackend:
         # A stop string of b bytes spans at most b tokens; one more keeps a tokenizer's special
         # treatment of the first decoded token (e.g. SentencePiece's leading space) off the match.
         window = max((len(s.encode("utf-8")) for s in stop), default=0) + 1
-        cache = None
+        cache = _reserved_cache(self.model, width + max_new_tokens)
         for step in range(max_new_tokens):
             logits, cache = self._forward_last(input_ids, mask[:, :width + step], positions, cache)
             next_ids, next_logprobs = _sample(logits.float(), temperature, top_p, generator)
@@ -178,8 +215,7 @@ class HFBackend:
                       cache: Any) -> tuple[torch.Tensor, Any]:
         """Logits of the last position (B, V) and the updated cache."""
         kwargs: dict[str, Any] = {"logits_to_keep": 1} if self._logits_to_keep else {}
-        if cache is not None:
-            kwargs[self._cache_kw] = cache
+        kwargs[self._cache_kw] = cache
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                          use_cache=True, **kwargs)
         new_cache = out.get("cache")
