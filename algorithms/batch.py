@@ -12,6 +12,7 @@ import torch
 
 from algorithms.advantages import token_advantages
 from algorithms.rollout import Rollout
+from mempo_env.context import ContextStrategy, make_strategy
 
 AGGREGATIONS = ("seq-mean-token-mean", "token-mean")
 
@@ -28,10 +29,11 @@ class Sample:
 
 
 def build_samples(rollouts: list[Rollout], a_out: list[float], a_mem: dict[tuple[int, int], float],
-                  context: str, agg: str = "seq-mean-token-mean") -> list[Sample]:
-    """``context="memory"``: one sample per turn (its own prompt). ``context="full"``: one sample per
-    rollout, the last turn's prompt + response, which contains every earlier turn's response at
-    the position it was generated. ``a_mem`` maps (rollout, turn) to that turn's memory advantage.
+                  context: str | ContextStrategy, agg: str = "seq-mean-token-mean") -> list[Sample]:
+    """A context strategy whose prompt is not a prefix of the next (``"memory"``, ``"window:K"``, ...):
+    one sample per turn (its own prompt). ``"full"`` (a prefix strategy): one sample per rollout, the
+    last turn's prompt + response, which contains every earlier turn's response at the position it
+    was generated. ``a_mem`` maps (rollout, turn) to that turn's memory advantage.
 
     ``agg="seq-mean-token-mean"`` (GRPO): every rollout weighs the same in the loss, spread evenly
     over its generated tokens, in both layouts. Weighing each memory-layout turn as a sequence of its
@@ -39,11 +41,11 @@ def build_samples(rollouts: list[Rollout], a_out: list[float], a_mem: dict[tuple
     then pushed down the protocol tokens every turn shares. ``agg="token-mean"``: every token weighs 1."""
     if agg not in AGGREGATIONS:
         raise ValueError(f"unknown aggregation {agg!r}; one of {AGGREGATIONS}")
-    samples = []
+    per_turn, samples = not make_strategy(context).prefix, []
     for i, r in enumerate(rollouts):
         n_generated = sum(len(t.response_ids) for t in r.turns)
         weight = 1.0 / max(n_generated, 1) if agg == "seq-mean-token-mean" else 1.0
-        per_sample = [[t] for t in range(len(r.turns))] if context == "memory" else [list(range(len(r.turns)))]
+        per_sample = [[t] for t in range(len(r.turns))] if per_turn else [list(range(len(r.turns)))]
         for turns in per_sample:
             last = r.turns[turns[-1]]
             ids = last.prompt_ids + last.response_ids

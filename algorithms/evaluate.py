@@ -16,13 +16,14 @@ import numpy as np
 
 from agents.backends.base import PolicyBackend
 from algorithms.rollout import collect_rollouts
+from mempo_env.context import ContextStrategy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.types import QATask
 
 
 def evaluate_policy(backend: PolicyBackend, task: QATask, *, episodes: int = 200, objectives: int = 2,
-                    context: str = "memory", max_turns: int = 16, max_new_tokens: int = 96,
+                    context: str | ContextStrategy = "memory", max_turns: int = 16, max_new_tokens: int = 96,
                     seed: int = 12345, temperature: float = 0.0, samples: int = 1) -> list[dict[str, Any]]:
     """The final ``info`` of ``samples`` episodes on each of ``episodes`` questions (question ``q``'s are
     ``[q * samples, (q + 1) * samples)``), greedy at temperature 0, else sampled from a stream fixed by

@@ -31,6 +31,7 @@ import tyro
 from agents.backends import check_backend_spec
 from agents.scripted import ANSWERING
 from algorithms.tracking import Tracker, check_loggers
+from mempo_env.context import ContextStrategy, make_strategy
 from mempo_env.tasks import make_generated_task, resolve_task
 from mempo_env.types import QATask
 
@@ -86,7 +87,9 @@ class Config:
     backend: str = "hf"
     """rollout engine: "hf", "vllm[#OPTION=VALUE...]", "vllm-server:URL" or "sglang:URL" (make_backend)"""
     context: str = "memory"
-    """training layout: "memory" (one sample per turn, prepare_prompt view) or "full" (one per rollout)"""
+    """context strategy of the rollouts (docs/environment.md): "memory" (prepare_prompt's view), "full",
+    "window:K", "summary[:CHARS[:SUMMARISER]]" or a registered name; one training sample per turn, or one
+    per rollout for "full", whose prompts grow as prefixes"""
     steps: int = 10
     """RL steps (at 6 objectives GRPO's held-out sampled F1 rose from 83% to 96% in 10 steps and stayed
     there to 30; the default run, evaluation included, took 5.9 min on 2 cores of an AMD EPYC family
@@ -188,8 +191,6 @@ class Config:
             raise ValueError(f"reward must be one of {tuple(REWARDS)}, not {self.reward!r}")
         if self.control not in CONTROLS:
             raise ValueError(f"control must be one of {CONTROLS}, not {self.control!r}")
-        if self.context not in ("memory", "full"):
-            raise ValueError(f"context must be 'memory' or 'full', not {self.context!r}")
         from algorithms.batch import AGGREGATIONS  # imports torch: only when a Config is made
 
         if self.agg not in AGGREGATIONS:
@@ -290,8 +291,10 @@ def reward_average(lines: list[dict[str, Any]], window: int) -> tuple[float, flo
     return mean_ci([g for line in lines[-window:] for g in line.get("group_rewards", [])])
 
 
-def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, Any]:
-    """Train, checkpoint and evaluate as ``cfg`` says; ``data``: ``datasets(cfg)``, if already loaded."""
+def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: ContextStrategy | None = None
+          ) -> dict[str, Any]:
+    """Train, checkpoint and evaluate as ``cfg`` says; ``data``: ``datasets(cfg)`` and ``strategy``:
+    ``make_strategy(cfg.context)``, if already made."""
     import torch
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -313,6 +316,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
     from mempo_env.views import render_prompt
 
     task, test = data or datasets(cfg)
+    strategy = strategy or make_strategy(cfg.context)  # one for every env: it keeps no per-episode state
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
@@ -345,7 +349,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
 
     # 2. The environment: one per rollout, sharing the task and the search index.
     retriever = make_retriever(None, task.corpus)
-    envs = [MemSearchQAEnv(task, retriever=retriever, objectives=cfg.objectives, context=cfg.context,
+    envs = [MemSearchQAEnv(task, retriever=retriever, objectives=cfg.objectives, context=strategy,
                            max_turns=cfg.max_turns, tokenizer=tokenizer)
             for _ in range(cfg.questions_per_step * cfg.group_size)]
 
@@ -367,8 +371,8 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
     curve = [c for c in load_done(curve_path) if c["step"] <= start]
     write_atomic(curve_path, "".join(json.dumps(c) + "\n" for c in curve))
 
-    evaluation = dict(objectives=cfg.objectives, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
-                      temperature=cfg.temperature, samples=cfg.eval_samples)
+    evaluation = dict(objectives=cfg.objectives, context=strategy, max_turns=cfg.max_turns,
+                      max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, samples=cfg.eval_samples)
 
     def curve_point(step: int) -> float:
         """Held-out greedy and sampled F1 of the current policy on the curve's questions: a line of
@@ -430,7 +434,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
 
             # 6. PPO-clip + KL on the exact generated tokens (prompt and tool tokens carry no loss), their
             #    log-probs from prefix trees of the step's samples (one forward and backward per tree).
-            samples = build_samples(rollouts, a_out.tolist(), a_mem, cfg.context, cfg.agg)
+            samples = build_samples(rollouts, a_out.tolist(), a_mem, strategy, cfg.agg)
             tokens = [generated_tokens(s) for s in samples]
             sequences, positions = [s.input_ids for s in samples], [t.positions for t in tokens]
             with torch.no_grad():
@@ -493,8 +497,8 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
         if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
             save_checkpoint(run_dir, model, tokenizer, optimizer, step + 1)
 
-    # 9. Held-out evaluation, memory view: the starting policy vs the trained one, same questions, greedy
-    #    and sampled at the rollout temperature.
+    # 9. Held-out evaluation in the run's context strategy: the starting policy vs the trained one, same
+    #    questions, greedy and sampled at the rollout temperature.
     result: dict[str, Any] = {"run_dir": str(run_dir), "steps": cfg.steps, "task": task.name, "eval_task": test.name}
     if cfg.eval_episodes:
         infos, sampled = {}, {}
@@ -502,7 +506,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None) -> dict[str, A
             for name, weights in (("start", ref), ("trained", model)):
                 infos[name], sampled[name] = greedy_and_sampled(make_backend("hf", weights, tokenizer), test,
                                                                 episodes=cfg.eval_episodes, **evaluation)
-        rows = summarize([{**i, "agent": name, "context": "memory", "objectives": cfg.objectives}
+        rows = summarize([{**i, "agent": name, "context": strategy.name, "objectives": cfg.objectives}
                           for name, episodes in infos.items() for i in episodes])
         result["eval"] = {row["agent"]: row for row in rows}
         f1 = {name: per_question(episodes, cfg.eval_samples) for name, episodes in sampled.items()}
@@ -564,12 +568,12 @@ def main(algo: str = "mempo", argv: list[str] | None = None, description: str = 
         cfg = tyro.cli(Config, default=Config(algo=algo), prog=prog, description=description, args=argv)
         if cfg.resume:
             cfg = resumed(cfg, algo, argv, prog, description)
-        data = datasets(cfg)
+        data, strategy = datasets(cfg), make_strategy(cfg.context)
     except (ValueError, FileNotFoundError) as e:  # a bad value or a missing data file: one line, exit 2
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    train(cfg, data)
+    train(cfg, data, strategy)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,12 @@ Token in, token out: every turn records the exact prompt ids the policy conditio
 generated and their log-probs under the generating weights. Environment text (prompts, tool
 responses) is tokenised once, here, and never trained on.
 
-Two layouts (``context``):
-- ``"memory"``: each turn's prompt is the memory-forcing view, freshly rendered; one training
-  sample per turn.
-- ``"full"``: each turn's prompt is the previous prompt + the previous response + the tokens of the
-  environment's reply, so the whole episode is one growing sequence and one training sample.
+Two layouts, by the environment's context strategy (``mempo_env.context``):
+- a strategy whose prompt is not a prefix of the next (``"memory"``, ``"window:K"``, ``"summary"``,
+  your own): each turn's prompt is the strategy's view, freshly rendered; one training sample per turn.
+- ``"full"`` (any strategy with ``prefix``): each turn's prompt is the previous prompt + the previous
+  response + the tokens of the environment's reply, so the whole episode is one growing sequence and
+  one training sample.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class Episode:
         self.done = terminated or truncated
         if self.done:
             self.rollout.info = info
-        elif self.env.context == "memory":
+        elif not self.env.strategy.prefix:  # the strategy's own view of the next turn
             self.prompt_ids = encode(tok, render_prompt(obs, tok))
         else:  # extend the running sequence by the environment's reply, tokenised once
             history = self.env.messages  # the response as stored: an invalid turn's look-alikes neutralised

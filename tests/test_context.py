@@ -1,6 +1,7 @@
 """Context strategies: the built-ins, a user's own, the summary's outcomes, costs, bad input, the runner and warm-up."""
 
 import threading
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -328,17 +329,19 @@ def test_the_documented_strategy(capsys):
 
 
 def test_the_documented_commands(tmp_path):
-    """The runner's command runs (smaller: 1 episode at 1 objective); the warm-up's parses and its
-    strategy builds."""
+    """The runner's command runs (smaller: 1 episode at 1 objective); the warm-up's and the learner's
+    parse and their strategy builds (tests/test_training.py trains a step in window:2)."""
     import tyro
 
+    from algorithms.mempo import Config
     from algorithms.sft import SFTConfig
     from benchmarks.run import main
 
     (block,) = [b for b in code_blocks("docs/environment.md", lang="bash") if "--context" in b.text]
     assert block.tested_by == "tests/test_context.py::test_the_documented_commands"
-    (run_module, run_args), (sft_module, sft_args) = map(python_module_args, shell_commands(block))
-    assert (run_module, sft_module) == ("benchmarks.run", "algorithms.sft")
+    (run_module, run_args), (sft_module, sft_args), (rl_module, rl_args) = map(python_module_args,
+                                                                                shell_commands(block))
+    assert (run_module, sft_module, rl_module) == ("benchmarks.run", "algorithms.sft", "algorithms.mempo")
     for flag, value in (("--episodes", "1"), ("--objectives", "1"), ("--out", str(tmp_path))):
         run_args[run_args.index(flag) + 1] = value
     rows = main(run_args + ["--no-plots"])
@@ -346,6 +349,9 @@ def test_the_documented_commands(tmp_path):
     assert all(r["f1"][0] == 1.0 for r in rows)
     cfg = tyro.cli(SFTConfig, args=sft_args)
     assert make_strategy(cfg.context).name == "window:4"
+    rl_args[rl_args.index("--policy") + 1] = str(Path(__file__).parents[1] / "algorithms" / "warmup")  # a folder
+    rl = tyro.cli(Config, args=rl_args)
+    assert make_strategy(rl.context).name == "window:4"
 
 
 def test_the_runner_refuses_bad_or_repeated_strategies(tmp_path, capsys):

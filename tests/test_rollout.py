@@ -110,6 +110,20 @@ def test_rollouts_record_exact_tokens_and_score(tokenizer, context):
         assert tokenizer.decode(r.turns[2].prompt_ids) == render_prompt(r.turns[2].full_context, tokenizer)
 
 
+def test_any_other_strategy_prompts_each_turn_afresh_and_trains_one_sample_per_turn(tokenizer):
+    """window:1 (the last turn verbatim): each turn's prompt is that strategy's view of the episode, as
+    a separate env playing the same turns shows it, and every turn is a training sample of its own."""
+    _, rs = rollouts(tokenizer, "window:1")
+    env = MemSearchQAEnv(TASK, objectives=2, context="window:1", tokenizer=tokenizer, cache_dir=None)
+    obs, _ = env.reset(options={"index": [0, 1], "objectives": 2})
+    views = [obs] + [env.step(text)[0] for text in TURNS[:-1]]
+    assert [tokenizer.decode(t.prompt_ids) for t in rs[0].turns] == [render_prompt(v, tokenizer) for v in views]
+    assert "<search>Zorb</search>" in tokenizer.decode(rs[0].turns[1].prompt_ids)  # the last turn, kept
+    assert "<search>Zorb</search>" not in tokenizer.decode(rs[0].turns[2].prompt_ids)  # an older one, gone
+    samples = build_samples(rs, [1.0, -1.0], {}, "window:1")
+    assert [s.input_ids for s in samples[:3]] == [t.prompt_ids + t.response_ids for t in rs[0].turns]
+
+
 def test_samples_mask_prompt_and_tool_tokens(tokenizer):
     _, rs = rollouts(tokenizer, "full")
     a_mem = {(0, 1): 0.5, (0, 2): -1.0}

@@ -116,6 +116,15 @@ def test_one_step_of_each_algorithm(warmup, tmp_path, algo):
         assert len(metrics(run)) == 1 and (run / "checkpoint" / "trainer.pt").exists()
 
 
+def test_a_step_in_another_context_strategy(warmup, tmp_path):
+    """--context window:2: rollouts, update and the held-out evaluation in that strategy's view."""
+    result = train(Config(policy=str(warmup), run_dir=str(tmp_path), steps=1, context="window:2",
+                          **{**TINY, "eval_episodes": 2}))
+    [m] = metrics(tmp_path)
+    assert m["step"] == 1 and m["turns"] > 0 and m["update_s"] > 0
+    assert {row["context"] for row in result["eval"].values()} == {"window:2"}
+
+
 def run_cli(args: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "algorithms.mempo", *args], cwd=ROOT, env=env,
@@ -172,6 +181,7 @@ def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
     (["--eval-fraction", "1"], "eval_fraction must be in (0, 1), got 1.0"),
     (["--reward", "f1"], "reward must be one of ('score', 'aligned'), not 'f1'"),
     (["--min-objectives", "11"], "min_objectives must be 0 or from 1 to objectives (6), got 11"),
+    (["--context", "window:0"], "window:K needs a positive integer K (the turns kept), got 0"),
 ])
 def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     from algorithms.mempo import main
