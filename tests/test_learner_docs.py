@@ -13,7 +13,7 @@ def test_the_documented_learner_commands_parse(monkeypatch):
     from benchmarks.bench_step import parser
 
     parsed = []
-    monkeypatch.setattr(mempo, "train", lambda cfg, data: parsed.append(cfg))
+    monkeypatch.setattr(mempo, "train", lambda cfg, data, strategy: parsed.append(cfg))
     monkeypatch.setattr(learners, "compare", lambda out, **settings: parsed.append(settings) or {})
     monkeypatch.setattr(learners, "write_results_section", lambda out, path: path)  # nothing written
     blocks = [b for b in code_blocks() if b.tested_by == TEST]

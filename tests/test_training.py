@@ -349,7 +349,7 @@ def test_resume_takes_new_budgets_and_refuses_other_changes(tmp_path, monkeypatc
     run.mkdir()
     (run / "config.json").write_text(json.dumps({**dataclasses.asdict(Config(algo="grpo")), "lr": 3e-4}))
     started = []
-    monkeypatch.setattr(mempo, "train", lambda cfg, data: started.append(cfg))
+    monkeypatch.setattr(mempo, "train", lambda cfg, data, strategy: started.append(cfg))
     mempo.main("grpo", ["--resume", str(run), "--steps", "40", "--eval-episodes", "50"])
     [cfg] = started
     assert (cfg.steps, cfg.eval_episodes, cfg.lr, cfg.run_dir) == (40, 50, 3e-4, str(run))
