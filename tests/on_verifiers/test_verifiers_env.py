@@ -137,7 +137,7 @@ def test_a_lone_surrogate_from_the_model_fails_only_its_rollout() -> None:
 
 
 def test_bad_arguments_are_named() -> None:
-    with pytest.raises(RuntimeError, match="context must be 'memory' or 'full'"):
+    with pytest.raises(RuntimeError, match="window:K needs a positive integer K .* got 'window'"):
         vf.load_environment("memsearchqa", context="window")
     with pytest.raises(RuntimeError, match="episodes must be at least 1"):
         vf.load_environment("memsearchqa", episodes=0)
