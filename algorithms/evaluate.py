@@ -16,7 +16,7 @@ import numpy as np
 
 from agents.backends.base import PolicyBackend
 from algorithms.rollout import collect_rollouts
-from mempo_env.context import ContextStrategy
+from mempo_env.context import ContextStrategy, make_strategy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.types import QATask
@@ -31,8 +31,8 @@ def evaluate_policy(backend: PolicyBackend, task: QATask, *, episodes: int = 200
     ``episodes >= n``), so policies evaluated with the same seed answer the same questions."""
     rng = np.random.default_rng(seed)
     groups = [rng.choice(len(task.questions), objectives, replace=False).tolist() for _ in range(episodes)]
-    retriever = make_retriever(None, task.corpus)
-    envs = [MemSearchQAEnv(task, retriever=retriever, objectives=objectives, context=context, max_turns=max_turns,
+    retriever, strategy = make_retriever(None, task.corpus), make_strategy(context)  # one each for every env
+    envs = [MemSearchQAEnv(task, retriever=retriever, objectives=objectives, context=strategy, max_turns=max_turns,
                            tokenizer=backend.tokenizer) for _ in range(episodes * samples)]
     rollouts = collect_rollouts(backend, envs, groups, max_new_tokens=max_new_tokens, temperature=temperature,
                                 seed=seed if temperature else None)
