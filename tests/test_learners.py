@@ -4,7 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
+from algorithms.compute import num_threads
 from algorithms.mempo import load_checkpoint
 from benchmarks import learners
 from benchmarks.learners import HEADING, compare, question_tables, seed_averaged, write_results_section
@@ -100,6 +102,13 @@ def test_bad_settings_fail_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(BenchmarkError, match=message):
         compare(tmp_path / "x", **kwargs)
     assert not (tmp_path / "x").exists()
+
+
+def test_parallel_jobs_share_the_threads():
+    # Two processes of two threads each on 2 cores played 2.6x slower than of one each.
+    share = torch.get_num_threads() + 1  # not what a fresh process would take by itself
+    with num_threads(2 * share):
+        assert learners.in_parallel(2, [(torch.get_num_threads,)] * 3) == [share] * 3
 
 
 def test_the_comparison_says_where_it_wrote(tmp_path, monkeypatch, capsys):
