@@ -79,6 +79,11 @@ class SFTConfig:
     """optimizer steps (measured: 2 minutes on an H200; docs/learners.md has the CPU figures)"""
     batch_size: int = 64
     """turns per step"""
+    microbatch_size: int = 0
+    """turns per forward and backward pass within a step, in order of length; 0: the whole step at once.
+    The gradient is the step's whole loss either way (each part is divided by the step's totals), so it
+    is not part of the recipe: it saves the padding of a batch whose turns differ in length (the
+    full context's run from 300 to 3,000 tokens) and the memory of 64 long turns at once"""
     lr: float = 2e-3
     """peak AdamW learning rate: linear warm-up, then cosine decay to 0"""
     warmup_steps: int = 50
@@ -103,8 +108,11 @@ class SFTConfig:
     """the tiny policy's attention heads (ignored with ``base``)"""
 
 
-def oracle_turns(cfg: SFTConfig, tokenizer,
-                 strategy: ContextStrategy | None = None) -> list[tuple[list[int], list[int]]]:
+Turn = tuple[list[int], list[int]]
+"""(prompt ids, response ids)"""
+
+
+def oracle_turns(cfg: SFTConfig, tokenizer, strategy: ContextStrategy | None = None) -> list[Turn]:
     """(prompt ids, response ids) of every oracle turn, prompts in ``strategy`` (default: built from
     ``cfg.context``) or, for a ``full_context`` share of the episodes, the whole history. The oracle reads
     its progress from its own last turn, which the whole history always holds (``env.messages``): so
@@ -129,8 +137,48 @@ def oracle_turns(cfg: SFTConfig, tokenizer,
     return turns
 
 
-def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
+def turns_loss(model: torch.nn.Module, batch: list[Turn], setting: Setting, cfg: SFTConfig, pad: int,
+               totals: tuple[int, int]) -> torch.Tensor:
+    """Next-token loss of the responses, plus ``context_weight`` times that of prompts and tool text,
+    each summed over ``batch`` and divided by ``totals`` (the step's response and context tokens)."""
+    # Padded to a multiple of 32: under bf16 autocast every new sequence length left memory behind
+    # (5.5 GB after 2,500 steps); a few distinct lengths keep it flat.
+    length = -(-max(len(p) + len(r) for p, r in batch) // 32) * 32
+    ids = torch.full((len(batch), length), pad)
+    attention = torch.zeros_like(ids)
+    target = torch.zeros(len(batch), length)
+    for i, (p, r) in enumerate(batch):
+        ids[i, : len(p) + len(r)] = torch.tensor(p + r)
+        attention[i, : len(p) + len(r)] = 1
+        target[i, len(p) : len(p) + len(r)] = 1
+    ids, attention, target = ids.to(setting.device), attention.to(setting.device), target.to(setting.device)
+    response, context = target[:, 1:], attention[:, 1:] * (1 - target[:, 1:])
+    with setting.autocast():
+        logp = token_logprobs(model, ids, attention, mask=response + context if cfg.context_weight else response)
+    loss = -(logp * response).sum() / totals[0]
+    return loss - cfg.context_weight * (logp * context).sum() / totals[1] if cfg.context_weight else loss
+
+
+def accumulate(model: torch.nn.Module, batch: list[Turn], setting: Setting, cfg: SFTConfig, pad: int) -> float:
+    """Add the gradient of ``batch``'s loss to ``model``'s, ``cfg.microbatch_size`` turns at a time in
+    order of length (similar lengths pad little); return the loss."""
+    totals = sum(len(r) for _, r in batch), sum(len(p) - 1 for p, _ in batch)
+    size = cfg.microbatch_size or len(batch)
+    ordered = sorted(batch, key=lambda t: len(t[0]) + len(t[1])) if size < len(batch) else batch
+    loss = 0.0
+    for i in range(0, len(ordered), size):
+        part = turns_loss(model, ordered[i : i + size], setting, cfg, pad, totals)
+        part.backward()
+        loss += part.item()
+    return loss
+
+
+def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> Path:
+    """Train ``cfg``'s warm-up into ``out_dir``. ``turns``: its oracle turns when rendered already
+    (``oracle_turns`` of ``cfg`` with the base's tokenizer), e.g. to compare them with another strategy's."""
     strategy = make_strategy(cfg.context)  # a bad name fails before anything is built
+    if cfg.microbatch_size < 0:
+        raise ValueError(f"microbatch_size must be >= 0 (0: the whole step at once), not {cfg.microbatch_size}")
     if cfg.base:
         base = Path(cfg.base)
     else:
@@ -142,7 +190,7 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     window = model.config.max_position_embeddings
-    turns = oracle_turns(cfg, tokenizer, strategy)
+    turns = oracle_turns(cfg, tokenizer, strategy) if turns is None else turns
     # full views at long horizons can outgrow the window: left out, and counted in build.json
     dropped = len(turns) - len(turns := [t for t in turns if len(t[0]) + len(t[1]) <= window])
     rng = random.Random(cfg.seed)
@@ -151,46 +199,29 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps)
                                                  * 0.5 * (1 + math.cos(math.pi * s / cfg.steps)))
     model.train()
-
-    def loss_of(batch: list[tuple[list[int], list[int]]], setting: Setting) -> torch.Tensor:
-        """Next-token loss of the responses, plus ``context_weight`` times that of prompts and tool text."""
-        # Padded to a multiple of 32: under bf16 autocast every new sequence length left memory behind
-        # (5.5 GB after 2,500 steps); a few distinct lengths keep it flat.
-        length = -(-max(len(p) + len(r) for p, r in batch) // 32) * 32
-        ids = torch.full((len(batch), length), tokenizer.pad_token_id)
-        attention = torch.zeros_like(ids)
-        target = torch.zeros(len(batch), length)
-        for i, (p, r) in enumerate(batch):
-            ids[i, : len(p) + len(r)] = torch.tensor(p + r)
-            attention[i, : len(p) + len(r)] = 1
-            target[i, len(p) : len(p) + len(r)] = 1
-        ids, attention, target = ids.to(setting.device), attention.to(setting.device), target.to(setting.device)
-        response, context = target[:, 1:], attention[:, 1:] * (1 - target[:, 1:])
-        with setting.autocast():
-            logp = token_logprobs(model, ids, attention, mask=response + context if cfg.context_weight else response)
-        loss = -(logp * response).sum() / response.sum()
-        return loss - cfg.context_weight * (logp * context).sum() / context.sum() if cfg.context_weight else loss
+    pad = tokenizer.pad_token_id
 
     if torch.cuda.is_available():  # a GPU builds the default recipe in 2 minutes instead of hours
         setting, seconds = Setting(bf16=cfg.precision != "fp32", threads=torch.get_num_threads(), device="cuda"), {}
         model.to("cuda")
     else:
         probe = random.Random(-1).sample(turns, min(cfg.batch_size, len(turns)))  # leaves the batch order alone
-        setting, seconds = fastest(lambda s: (loss_of(probe, s).backward(), model.zero_grad()),
+        setting, seconds = fastest(lambda s: (accumulate(model, probe, s, cfg, pad), model.zero_grad()),
                                    candidates(cfg.precision, cfg.threads))
-    started = time.perf_counter()
+    started, trained = time.perf_counter(), 0
     with num_threads(setting.threads):
         for _ in (bar := tqdm(range(cfg.steps), desc=f"warm-up ({setting})")):
-            loss = loss_of(rng.sample(turns, min(cfg.batch_size, len(turns))), setting)
             optimizer.zero_grad()
-            loss.backward()
+            batch = rng.sample(turns, min(cfg.batch_size, len(turns)))
+            loss = accumulate(model, batch, setting, cfg, pad)
+            trained += sum(len(p) + len(r) for p, r in batch)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             schedule.step()
-            bar.set_postfix(loss=f"{loss.item():.3f}")
+            bar.set_postfix(loss=f"{loss:.3f}")
     build = {"seconds": round(time.perf_counter() - started), "compute": str(setting), "cpu": cpu_name(),
              "measured_s_per_step": {str(s): round(t, 4) for s, t in seconds.items()}, "torch": torch.__version__,
-             "turns": len(turns), "turns_over_window": dropped}
+             "turns": len(turns), "turns_over_window": dropped, "trained_tokens": trained}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out_dir.parent))
     model.cpu().save_pretrained(tmp)
@@ -203,10 +234,11 @@ def warm_up(cfg: SFTConfig, out_dir: Path) -> Path:
 
 
 def recipe(cfg: SFTConfig) -> dict:
-    """What a warm-up learns from, the key of its cache: not where it is kept, nor the precision and
-    threads that only change how fast it is built. The memory view, what every warm-up used before
-    ``context`` existed, is left out of it, so those keep their key (the shipped one its record)."""
-    skip = ("cache_dir", "precision", "threads") + (("context",) if cfg.context == "memory" else ())
+    """What a warm-up learns from, the key of its cache: not where it is kept, nor the precision,
+    threads and micro-batches that only change how fast it is built. The memory view, what every
+    warm-up used before ``context`` existed, is left out of it, so those keep their key (the shipped
+    one its record)."""
+    skip = ("cache_dir", "precision", "threads", "microbatch_size") + (("context",) if cfg.context == "memory" else ())
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip}
 
 

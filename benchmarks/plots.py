@@ -1,4 +1,5 @@
-"""F1 and cost against the number of objectives: one line per agent x view, one panel per run.
+"""F1 and cost against the number of objectives: one line per agent x view, one panel per run (a
+line whose agent is named after its view, as in a comparison of strategies, is labelled once).
 
 The figures answer the benchmark's question at a glance: does accuracy hold while the cost grows
 slowly as more questions share an episode? Shaded bands are the tables' 95% intervals
@@ -61,7 +62,7 @@ def _panel(ax: Any, rows: list[dict[str, Any]], metric: str, colors: dict[str, A
         mean, low, high = ([v * scale for v in vs] for vs in zip(*(p[metric][:3] for p in pts)))
         color = colors.setdefault(agent, f"C{len(colors)}")
         ax.plot(x, mean, style, marker=marker, markersize=size, markerfacecolor=color if filled else "none",
-                color=color, alpha=0.9, label=f"{agent} ({context})")
+                color=color, alpha=0.9, label=agent if agent == context else f"{agent} ({context})")
         if not any(math.isnan(v) for v in low):  # single-episode points have no interval
             ax.fill_between(x, low, high, color=color, alpha=0.12, linewidth=0)
     ax.set_xticks(sorted({r["objectives"] for r in rows}))

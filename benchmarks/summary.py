@@ -103,14 +103,16 @@ def markdown_table(rows: list[dict[str, Any]], group: Sequence[str] = GROUP) -> 
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [str(r[g]) for g in group] + [str(r["episodes"])]
-        for m in metrics:
-            if m not in r:
-                cells.append("")
-                continue
-            scale = 100 if m in PERCENT else 1
-            mean, low, high = (x * scale for x in r[m][:3])
-            digits = 0 if m not in PERCENT and abs(mean) >= 100 else 1  # 41234 [40422, 42046], 5.4 [5.2, 5.6]
-            bounds = "n/a" if math.isnan(low) else f"{low:.{digits}f}, {high:.{digits}f}"
-            cells.append(f"{mean:.{digits}f} [{bounds}]")
+        cells += [cell_text(r[m], m) if m in r else "" for m in metrics]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines + ["", FOOTNOTE])
+
+
+def cell_text(value: Interval, metric: str) -> str:
+    """A table cell: ``mean [low, high]``, in percent for EM, F1 and the shares, else in the metric's
+    unit; one decimal, none for counts of 100 and more (``41234 [40422, 42046]``, ``5.4 [5.2, 5.6]``)."""
+    scale = 100 if metric in PERCENT else 1
+    mean, low, high = (x * scale for x in value[:3])
+    digits = 0 if metric not in PERCENT and abs(mean) >= 100 else 1
+    bounds = "n/a" if math.isnan(low) else f"{low:.{digits}f}, {high:.{digits}f}"
+    return f"{mean:.{digits}f} [{bounds}]"
