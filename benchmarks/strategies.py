@@ -40,13 +40,14 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from transformers import AutoConfig, AutoTokenizer
 
 from algorithms.sft import SHIPPED, SFTConfig, oracle_turns, recipe, warm_up
-from benchmarks.learners import commit, machine
+from benchmarks.learners import commit, in_parallel, machine
 from benchmarks.report import BenchmarkError, load_run
 from benchmarks.run import _int_list, build_strategies, evaluate
 from benchmarks.summary import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
@@ -155,14 +156,21 @@ def check_builds(out: Path, strategies: Sequence[str], base: SFTConfig) -> None:
                                      "use another --out")
 
 
+def evaluate_in(agents: dict[str, str], **settings: Any) -> list[dict[str, Any]]:
+    """``benchmarks.run.evaluate``, called from this module so that a worker process imports it and
+    knows ``summary+keep1``."""
+    return evaluate(agents, **settings)
+
+
 def compare(out_dir: str | Path = "runs/strategies", *, strategies: Sequence[str] = STRATEGIES,
             episodes: int = EPISODES, objectives: Sequence[int] = OBJECTIVES, warmup: str | Path | None = None,
-            fine_tune: Mapping[str, Any] | None = None, command: str | None = None,
+            fine_tune: Mapping[str, Any] | None = None, jobs: int = 1, command: str | None = None,
             verbose: bool = True) -> dict[str, Any]:
     """Build, evaluate and report (see the module docstring); return ``report``'s result.
 
     ``fine_tune``: ``SFTConfig`` fields over ``FINE_TUNE`` (e.g. ``{"steps": 2}``), the same for every
     strategy. ``warmup``: the start of every fine-tune and the zero-shot policy (default: the shipped one).
+    ``jobs``: strategies evaluated at once, each in a process of its own (the fine-tunes run one by one).
     """
     start = time.perf_counter()
     out = Path(out_dir)
@@ -175,8 +183,8 @@ def compare(out_dir: str | Path = "runs/strategies", *, strategies: Sequence[str
         raise BenchmarkError(f"strategies must be given by their names, e.g. {names}, not {strategies}")
     if len({slug(s) for s in strategies}) < len(strategies):
         raise BenchmarkError(f"strategies {strategies} would share an output folder")
-    if episodes < 1:
-        raise BenchmarkError(f"episodes must be at least 1, got {episodes}")
+    if episodes < 1 or jobs < 1:
+        raise BenchmarkError(f"episodes and jobs must be at least 1, got {episodes}, {jobs}")
     if not objectives or len(set(objectives)) < len(objectives) or min(objectives) < 1:
         raise BenchmarkError(f"objectives must be distinct positive integers, got {objectives}")
     warmup = Path(warmup) if warmup else SHIPPED
@@ -201,12 +209,13 @@ def compare(out_dir: str | Path = "runs/strategies", *, strategies: Sequence[str
 
     builds = build_all(out, strategies, base)
     spec = f"hf:{{}}#max_new_tokens={MAX_NEW_TOKENS}"
-    for name in strategies:
-        agents = {"fine-tuned": spec.format(builds[name]["checkpoint"]), "zero-shot": spec.format(warmup),
-                  "oracle": "oracle"}
-        evaluate(agents, out_dir=eval_dir(out, name), dataset=task, objectives=objectives, contexts=[name],
-                 episodes=episodes, prompt=PROMPT, max_turns=MAX_TURNS, tokenizer=str(warmup),
-                 max_context_tokens=max_context, plots=False, verbose=verbose)
+    in_parallel(jobs, [(partial(evaluate_in, out_dir=eval_dir(out, name), dataset=task, objectives=objectives,
+                                contexts=[name], episodes=episodes, prompt=PROMPT, max_turns=MAX_TURNS,
+                                tokenizer=str(warmup), max_context_tokens=max_context, plots=False,
+                                verbose=verbose and jobs == 1),
+                        {"fine-tuned": spec.format(builds[name]["checkpoint"]), "zero-shot": spec.format(warmup),
+                         "oracle": "oracle"})
+                       for name in strategies])
 
     info["wall_s"] += time.perf_counter() - start
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
@@ -422,6 +431,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help=f"evaluation episodes per policy, strategy and horizon (default {EPISODES})")
     p.add_argument("--objectives", default=None, help=f"evaluation horizons (default {','.join(map(str, OBJECTIVES))})")
     p.add_argument("--warmup", default=None, help=f"the start of every fine-tune (default {SHIPPED})")
+    p.add_argument("--jobs", type=int, default=1, help="strategies evaluated at once, a process each")
     p.add_argument("--results-md", default=None, metavar="PATH",
                    help=f'then write the "{HEADING[3:]}" section of this file (benchmarks/RESULTS.md)')
     args = p.parse_args(argv)
@@ -436,7 +446,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             out, strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
             episodes=quick["episodes"] if args.episodes is None else args.episodes,
             objectives=_int_list(args.objectives, "--objectives") if args.objectives else quick["objectives"],
-            warmup=args.warmup, fine_tune=fine_tune,
+            warmup=args.warmup, fine_tune=fine_tune, jobs=args.jobs,
             command=shlex.join(["python", "-m", "benchmarks.strategies", *(sys.argv[1:] if argv is None else argv)]))
         if args.results_md:
             print(f"written to {write_results_section(out, args.results_md)}")

@@ -19,9 +19,9 @@ TINY = dict(episodes=4, worlds=2, objectives=(2,), steps=1, batch_size=2, microb
 COMPARED = ["memory", "window:1", "summary+keep1:600"]
 
 
-def smoke(out: Path, warmup: Path, **fine_tune) -> dict:
+def smoke(out: Path, warmup: Path, jobs: int = 1, **fine_tune) -> dict:
     return compare(out, strategies=COMPARED, episodes=2, objectives=[2], warmup=warmup,
-                   fine_tune={**TINY, **fine_tune}, verbose=False)
+                   fine_tune={**TINY, **fine_tune}, jobs=jobs, verbose=False)
 
 
 def episodes(path: Path) -> list[dict]:
@@ -33,7 +33,7 @@ def test_comparison_builds_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     out = tmp_path / "strategies"
     monkeypatch.setattr(strategies, "MAX_NEW_TOKENS", 4)  # an untrained policy writes until the budget
     monkeypatch.setattr(strategies, "MAX_TURNS", 1)  # and plays until the turn budget: 4 per objective
-    result = smoke(out, policy_dir)
+    result = smoke(out, policy_dir, jobs=2)  # worker processes know summary+keep1 too
 
     builds = json.loads((out / "builds.json").read_text())
     assert sorted(p.name for p in (out / "builds").iterdir()) == ["memory", "summary+keep1-600"]
@@ -90,6 +90,7 @@ def test_comparison_builds_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     (dict(objectives=[1, 1]), "distinct"),
     (dict(objectives=[500]), "questions"),
     (dict(episodes=0), "episodes"),
+    (dict(jobs=0), "jobs"),
     (dict(warmup="no/such/folder"), "not a checkpoint"),
 ])
 def test_bad_settings_fail_before_any_work(tmp_path, kwargs, message):
