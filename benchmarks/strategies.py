@@ -87,6 +87,7 @@ HEADING = "## Context strategies compared"
 MARK = "<!-- benchmarks.strategies: generated"
 BEGIN = MARK + " from {out} by benchmarks.strategies.write_results_section; write the reading outside it -->"
 END = "<!-- benchmarks.strategies: end -->"
+TESTED_BY = "<!-- tested by tests/test_strategies.py::test_the_documented_strategy_commands_parse -->"
 
 
 def slug(strategy: str) -> str:
@@ -393,7 +394,7 @@ def write_results_section(out_dir: str | Path, results_md: str | Path = "benchma
     for name in ("f1", "cost"):
         shutil.copyfile(out / f"{name}_vs_objectives.png", images / f"strategies_{name}.png")
     block = "\n".join([
-        BEGIN.format(out=out), "", "```bash", info["command"], "```", "",
+        BEGIN.format(out=out), "", TESTED_BY, "```bash", info["command"], "```", "",
         f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 3600:.1f} h "
         "(the invocations that ran to the end).", "",
         (out / "report.md").read_text().rstrip(), "",

@@ -11,7 +11,8 @@ import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import make_agent
 from benchmarks import strategies
 from benchmarks.report import BenchmarkError
-from benchmarks.strategies import HEADING, compare, failures, outcome, write_results_section
+from benchmarks.strategies import HEADING, TESTED_BY, compare, failures, outcome, write_results_section
+from doc_blocks import code_blocks, python_module_args, shell_commands
 from mempo_env.context import make_strategy
 
 TINY = dict(episodes=4, worlds=2, objectives=(2,), steps=1, batch_size=2, microbatch_size=1, warmup_steps=1,
@@ -150,3 +151,18 @@ def test_failures_count_endings_and_summaries_per_cell():
     assert rows == [{"agent": "fine-tuned", "context": "summary", "objectives": 3, "episodes": 3, "all right": 1,
                      "too few answers": 1, "no answer (turn budget)": 1, "events per episode": 4 / 3,
                      "event outcomes": {"summarised": 3, "too long": 1}}]
+
+
+def test_the_documented_strategy_commands_parse(monkeypatch):
+    """Every benchmarks.strategies command that the documents print, parsed by the program itself."""
+    parsed = []
+    monkeypatch.setattr(strategies, "compare", lambda out, **settings: parsed.append(settings) or {})
+    monkeypatch.setattr(strategies, "write_results_section", lambda out, path: path)  # nothing written
+    blocks = [b for b in code_blocks() if b.tested_by == TESTED_BY[len("<!-- tested by "):-len(" -->")]]
+    assert {b.file for b in blocks} >= {"docs/environment.md", "benchmarks/RESULTS.md"}
+    for block in blocks:
+        for command in shell_commands(block):
+            module, args = python_module_args(command)
+            assert module == "benchmarks.strategies", f"{block.where}: {command!r}"
+            strategies.main(args)
+    assert parsed and all(settings["strategies"] for settings in parsed)

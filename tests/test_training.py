@@ -76,6 +76,26 @@ def test_warmup_leaves_out_turns_longer_than_the_window(policy_dir, tokenizer, t
     assert build["turns_over_window"] == over and build["turns"] == len(lengths) - over
 
 
+def test_micro_batches_give_the_whole_steps_gradient(policy_dir, tokenizer):
+    """A step split into micro-batches (in order of length) adds up to the gradient of the step at once."""
+    from algorithms.compute import Setting
+    from algorithms.sft import accumulate, oracle_turns
+
+    model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
+    batch = oracle_turns(SFTConfig(episodes=3, worlds=1, objectives=(2,)), tokenizer)[:5]
+    assert len({len(p) + len(r) for p, r in batch}) > 1  # lengths differ: the order and padding change
+
+    def gradient(microbatch_size: int) -> tuple[float, torch.Tensor]:
+        model.zero_grad()
+        cfg = SFTConfig(microbatch_size=microbatch_size)
+        loss = accumulate(model, batch, Setting(), cfg, tokenizer.pad_token_id)
+        return loss, torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    (whole, g), (parts, g2) = gradient(0), gradient(2)
+    assert parts == pytest.approx(whole, rel=1e-4)
+    assert torch.allclose(g2, g, rtol=1e-3, atol=1e-6 * g.abs().max().item())
+
+
 def test_default_warmup_is_one_honest_stage_over_every_horizon(monkeypatch, tmp_path):
     """The default recipe learns from the oracle that keeps its evidence, at 1-10 objectives; other
     worlds are built, world 0's is shipped and built only when asked."""
