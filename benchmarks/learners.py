@@ -40,7 +40,6 @@ import os
 import platform
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -55,7 +54,7 @@ from transformers import AutoConfig
 from algorithms.compute import cpu_name
 from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
-from benchmarks.report import BenchmarkError, load_run
+from benchmarks.report import BenchmarkError, load_run, write_section
 from benchmarks.run import _int_list, evaluate, load_done
 from benchmarks.summary import METRICS, jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
@@ -630,32 +629,19 @@ def report(out_dir: str | Path) -> dict[str, Any]:
 
 def write_results_section(out_dir: str | Path, results_md: str | Path = "benchmarks/RESULTS.md") -> Path:
     """Put a finished comparison under RESULTS.md's "## Learner comparison": command, machine, the
-    tables and the plots (copied next to it under ``results/``), between markers, so a rerun replaces
-    them and keeps the reading written around them."""
-    out, path = Path(out_dir), Path(results_md)
+    tables and the plots (``benchmarks.report.write_section``)."""
+    out = Path(out_dir)
     info = json.loads((out / COMPARISON).read_text())
-    text = path.read_text()
-    if HEADING not in text:
-        raise BenchmarkError(f"{path} has no {HEADING!r} heading to write under")
-    images = path.parent / "results"
-    images.mkdir(exist_ok=True)
-    for name in IMAGES:
-        shutil.copyfile(out / f"{name}.png", images / f"learners_{name.split('_')[0]}.png")
-    block = "\n".join([
+    block = [
         BEGIN.format(out=out), "", TESTED_BY, "```bash", info["command"], "```", "",
         f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 60:.0f} min "
         "(the invocations that ran to the end).", "",
         (out / "report.md").read_text().rstrip(), "",
         "![learning curves, trained vs control](results/learners_curves.png)", "",
         "![F1 vs objectives, learners](results/learners_f1.png)", "",
-        "![cost vs objectives, learners](results/learners_cost.png)", "", END])
-    if (i := text.find(MARK)) >= 0 and (j := text.find(END, i)) >= 0:
-        text = text[:i] + block + text[j + len(END):]
-    else:
-        at = text.index(HEADING) + len(HEADING)
-        text = text[:at] + "\n\n" + block + text[at:]
-    path.write_text(text)
-    return path
+        "![cost vs objectives, learners](results/learners_cost.png)", "", END]
+    images = {out / f"{name}.png": f"learners_{name.split('_')[0]}.png" for name in IMAGES}
+    return write_section(results_md, HEADING, MARK, block, images)
 
 
 def machine() -> str:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,29 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
 
         plot_runs({label: [r for r in rows if r.get("run", label) == label] for label in labels}, out)
     return rows, table
+
+
+def write_section(results_md: str | Path, heading: str, mark: str, block: list[str],
+                  images: Mapping[Path, str]) -> Path:
+    """Put a comparison's generated ``block`` (its first line starts with ``mark``, its last is its end
+    marker) under ``heading`` of a results file, in place of the block written there before, so a rerun
+    replaces it and keeps the reading written around it; ``images`` (source -> file name) are copied
+    to ``results/`` next to the file."""
+    path = Path(results_md)
+    text = path.read_text()
+    if heading not in text:
+        raise BenchmarkError(f"{path} has no {heading!r} heading to write under")
+    (path.parent / "results").mkdir(exist_ok=True)
+    for source, name in images.items():
+        shutil.copyfile(source, path.parent / "results" / name)
+    new, end = "\n".join(block), block[-1]
+    if (i := text.find(mark)) >= 0 and (j := text.find(end, i)) >= 0:
+        text = text[:i] + new + text[j + len(end):]
+    else:
+        at = text.index(heading) + len(heading)
+        text = text[:at] + "\n\n" + new + text[at:]
+    path.write_text(text)
+    return path
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:

@@ -35,7 +35,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 import time
 from collections import Counter
@@ -48,7 +47,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from algorithms.sft import SHIPPED, SFTConfig, oracle_turns, recipe, warm_up
 from benchmarks.learners import commit, in_parallel, machine
-from benchmarks.report import BenchmarkError, load_run
+from benchmarks.report import BenchmarkError, load_run, write_section
 from benchmarks.run import _int_list, build_strategies, evaluate
 from benchmarks.summary import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
 from mempo_env.context import register_strategy
@@ -382,31 +381,18 @@ def report(out_dir: str | Path) -> dict[str, Any]:
 
 def write_results_section(out_dir: str | Path, results_md: str | Path = "benchmarks/RESULTS.md") -> Path:
     """Put a finished comparison under RESULTS.md's "## Context strategies compared": command, machine,
-    the tables and the plots (copied next to it under ``results/``), between markers, so a rerun
-    replaces them and keeps the reading written around them."""
-    out, path = Path(out_dir), Path(results_md)
+    the tables and the plots (``benchmarks.report.write_section``)."""
+    out = Path(out_dir)
     info = json.loads((out / COMPARISON).read_text())
-    text = path.read_text()
-    if HEADING not in text:
-        raise BenchmarkError(f"{path} has no {HEADING!r} heading to write under")
-    images = path.parent / "results"
-    images.mkdir(exist_ok=True)
-    for name in ("f1", "cost"):
-        shutil.copyfile(out / f"{name}_vs_objectives.png", images / f"strategies_{name}.png")
-    block = "\n".join([
+    block = [
         BEGIN.format(out=out), "", TESTED_BY, "```bash", info["command"], "```", "",
         f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 3600:.1f} h "
         "(the invocations that ran to the end).", "",
         (out / "report.md").read_text().rstrip(), "",
         "![F1 vs objectives, context strategies](results/strategies_f1.png)", "",
-        "![cost vs objectives, context strategies](results/strategies_cost.png)", "", END])
-    if (i := text.find(MARK)) >= 0 and (j := text.find(END, i)) >= 0:
-        text = text[:i] + block + text[j + len(END):]
-    else:
-        at = text.index(HEADING) + len(HEADING)
-        text = text[:at] + "\n\n" + block + text[at:]
-    path.write_text(text)
-    return path
+        "![cost vs objectives, context strategies](results/strategies_cost.png)", "", END]
+    images = {out / f"{name}_vs_objectives.png": f"strategies_{name}.png" for name in ("f1", "cost")}
+    return write_section(results_md, HEADING, MARK, block, images)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
