@@ -236,6 +236,8 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.soak": benchmarks_soak,
     "benchmarks.learners": parse_only("benchmarks.learners", "about 2 hours on 2 cores; tests/test_learners.py runs "
                                       "it at tiny settings", lambda m, a: m.main(a)),
+    "benchmarks.strategies": parse_only("benchmarks.strategies", "about 1 hour on 2 cores; tests/test_strategies.py "
+                                        "runs it at tiny settings", lambda m, a: m.main(a)),
     "benchmarks.bench_step": parse_only("benchmarks.bench_step", "about 10 minutes of training steps on 2 cores",
                                         lambda m, a: m.main(a)),
     "benchmarks.systems": parse_only("benchmarks.systems", "minutes of micro-benchmarks; tests/test_systems.py runs "
