@@ -1,6 +1,6 @@
 """Context strategies compared on one benchmark: a warm-up per strategy, one budget, 1-10 objectives.
 
-    python -m benchmarks.strategies               # 6 strategies, 100 episodes per cell (hours on 2 cores)
+    python -m benchmarks.strategies --jobs 2      # 6 strategies, 100 episodes per cell (1.1 h on 2 cores)
     python -m benchmarks.strategies --quick       # 10 steps, 10 episodes at 1, 2, 6, 10 objectives: a first look
     python -m benchmarks.strategies --results-md benchmarks/RESULTS.md   # also fill its "Context strategies" section
 
