@@ -60,9 +60,7 @@ def _summary_keeping_latest(arg: str | None) -> SummaryStrategy:
     """``summary+keep1[:CHARS[:SUMMARISER]]``: ``summary`` that also keeps the latest turn verbatim
     (``SummaryStrategy(keep=1)``, AgentFold's "latest full interaction"), so that the policy still reads
     its own last ``<mem>`` after a summary; ReSum's ``summary`` keeps none."""
-    strategy = SummaryStrategy.from_spec(arg)  # parses CHARS and builds the summariser once
-    strategy.keep, strategy.name = 1, "summary+keep1" + ("" if arg is None else f":{arg}")
-    return strategy
+    return SummaryStrategy.from_spec(arg, keep=1, name="summary+keep1")
 
 
 register_strategy("summary+keep1", _summary_keeping_latest, replace=True)

@@ -162,15 +162,16 @@ class SummaryStrategy(ContextStrategy):
         self.name = name or self._name(summariser)
 
     @classmethod
-    def from_spec(cls, arg: str | None) -> SummaryStrategy:
-        """``summary``, ``summary:CHARS`` or ``summary:CHARS:SUMMARISER`` (an agent spec, which may hold
-        colons itself: ``summary:8000:hf:runs/smol``)."""
+    def from_spec(cls, arg: str | None, *, keep: int = 0, name: str = "summary") -> SummaryStrategy:
+        """``NAME``, ``NAME:CHARS`` or ``NAME:CHARS:SUMMARISER`` (an agent spec, which may hold colons
+        itself: ``summary:8000:hf:runs/smol``), keeping the last ``keep`` turns; ``name``: the name the
+        strategy is registered under."""
         if arg is None:
-            return cls()
+            return cls(keep=keep, name=None if name == "summary" and not keep else name)
         budget, _, summariser = arg.partition(":")
         if not budget.isdigit():
-            raise ValueError(f"summary:CHARS[:SUMMARISER] needs CHARS, a positive integer, got 'summary:{arg}'")
-        return cls(int(budget), summariser or "extractive", name=f"summary:{arg}")
+            raise ValueError(f"{name}:CHARS[:SUMMARISER] needs CHARS, a positive integer, got '{name}:{arg}'")
+        return cls(int(budget), summariser or "extractive", keep=keep, name=f"{name}:{arg}")
 
     def _name(self, summariser: Any) -> str:
         if (self.budget, summariser, self.keep) == (BUDGET, "extractive", 0):
