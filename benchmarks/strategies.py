@@ -50,20 +50,9 @@ from benchmarks.learners import commit, in_parallel, machine
 from benchmarks.report import BenchmarkError, load_run, write_section
 from benchmarks.run import _int_list, build_strategies, evaluate
 from benchmarks.summary import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
-from mempo_env.context import register_strategy
 from mempo_env.env import MemSearchQAEnv
-from mempo_env.summary import SummaryStrategy
 from mempo_env.tasks import make_generated_task
 
-
-def _summary_keeping_latest(arg: str | None) -> SummaryStrategy:
-    """``summary+keep1[:CHARS[:SUMMARISER]]``: ``summary`` that also keeps the latest turn verbatim
-    (``SummaryStrategy(keep=1)``, AgentFold's "latest full interaction"), so that the policy still reads
-    its own last ``<mem>`` after a summary; ReSum's ``summary`` keeps none."""
-    return SummaryStrategy.from_spec(arg, keep=1, name="summary+keep1")
-
-
-register_strategy("summary+keep1", _summary_keeping_latest, replace=True)
 
 # summary at 4,000 characters: at 8,000 (the default) it engages only at 10 objectives in this 1-hop world.
 STRATEGIES = ("full", "memory", "window:1", "window:4", "summary:4000", "summary+keep1:4000")
@@ -154,12 +143,6 @@ def check_builds(out: Path, strategies: Sequence[str], base: SFTConfig) -> None:
                                      "use another --out")
 
 
-def evaluate_in(agents: dict[str, str], **settings: Any) -> list[dict[str, Any]]:
-    """``benchmarks.run.evaluate``, called from this module so that a worker process imports it and
-    knows ``summary+keep1``."""
-    return evaluate(agents, **settings)
-
-
 def compare(out_dir: str | Path = "runs/strategies", *, strategies: Sequence[str] = STRATEGIES,
             episodes: int = EPISODES, objectives: Sequence[int] = OBJECTIVES, warmup: str | Path | None = None,
             fine_tune: Mapping[str, Any] | None = None, jobs: int = 1, command: str | None = None,
@@ -207,7 +190,7 @@ def compare(out_dir: str | Path = "runs/strategies", *, strategies: Sequence[str
 
     builds = build_all(out, strategies, base)
     spec = f"hf:{{}}#max_new_tokens={MAX_NEW_TOKENS}"
-    in_parallel(jobs, [(partial(evaluate_in, out_dir=eval_dir(out, name), dataset=task, objectives=objectives,
+    in_parallel(jobs, [(partial(evaluate, out_dir=eval_dir(out, name), dataset=task, objectives=objectives,
                                 contexts=[name], episodes=episodes, prompt=PROMPT, max_turns=MAX_TURNS,
                                 tokenizer=str(warmup), max_context_tokens=max_context, plots=False,
                                 verbose=verbose and jobs == 1),
@@ -402,7 +385,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         f"{','.join(map(str, QUICK['objectives']))} (explicit flags still win)")
     p.add_argument("--out", default=None, help="output folder (default runs/strategies; runs/strategies-quick)")
     p.add_argument("--strategies", default=",".join(STRATEGIES),
-                   help="context strategies, comma-separated: any name of mempo_env.context, and summary+keep1[:CHARS]")
+                   help="context strategies, comma-separated: any name of mempo_env.context")
     p.add_argument("--steps", type=int, default=None,
                    help=f"fine-tune steps per strategy (default {FINE_TUNE['steps']})")
     p.add_argument("--batch-size", type=int, default=None, help=f"turns per step (default {FINE_TUNE['batch_size']})")

@@ -2,8 +2,9 @@
 
 The spec's two views (section 3) are two strategies: ``full`` (the whole history; ReAct, Search-R1)
 and ``memory`` (``prepare_prompt``: [system +] question + the previous turn; MemPO, MEM1). Built in
-besides: ``window:K``, the last K turns verbatim, and ``summary``, ReSum's compression
-(``mempo_env.summary``). A turn is one assistant response and the environment's reply to it (a tool
+besides: ``window:K``, the last K turns verbatim, ``summary``, ReSum's compression
+(``mempo_env.summary``), and ``summary+keep1``, which also keeps the latest turn verbatim (so the
+policy still reads its own last ``<mem>`` after a summary). A turn is one assistant response and the environment's reply to it (a tool
 response or a corrective message; the final answer has none), so ``window:1`` is the memory view's
 prompt: what makes MemPO's view a strategy of its own is the ``<mem>`` the policy writes into it.
 
@@ -129,15 +130,17 @@ def _window(arg: str | None) -> ContextStrategy:
     return WindowContext(int(arg))
 
 
-def _summary(arg: str | None) -> ContextStrategy:
-    from mempo_env.summary import SummaryStrategy  # its summariser may need the agents package
+def _summary(name: str, keep: int) -> Callable[[str | None], ContextStrategy]:
+    def factory(arg: str | None) -> ContextStrategy:
+        from mempo_env.summary import SummaryStrategy  # its summariser may need the agents package
 
-    return SummaryStrategy.from_spec(arg)
+        return SummaryStrategy.from_spec(arg, keep=keep, name=name)
+    return factory
 
 
 STRATEGIES: dict[str, Callable[[str | None], ContextStrategy]] = {
     "memory": _no_argument(MemoryContext), "full": _no_argument(FullContext), "window": _window,
-    "summary": _summary,
+    "summary": _summary("summary", keep=0), "summary+keep1": _summary("summary+keep1", keep=1),
 }
 """name -> factory, called with the text after ``name:`` (``None`` without a colon)."""
 
@@ -155,8 +158,8 @@ def register_strategy(name: str, factory: Callable[[str | None], ContextStrategy
 
 
 def make_strategy(spec: str | ContextStrategy) -> ContextStrategy:
-    """A strategy from a name (``memory``, ``full``, ``window:K``, ``summary[:CHARS[:SUMMARISER]]`` or a
-    registered one), or ``spec`` itself when it is a ``ContextStrategy``. Errors name the bad part."""
+    """A strategy from a name (``memory``, ``full``, ``window:K``, ``summary[:CHARS[:SUMMARISER]]``,
+    ``summary+keep1[:CHARS[:SUMMARISER]]`` or a registered one), or ``spec`` itself when it is a ``ContextStrategy``. Errors name the bad part."""
     if isinstance(spec, ContextStrategy):
         strategy = spec
     elif isinstance(spec, str):

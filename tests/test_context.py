@@ -140,13 +140,15 @@ def test_summary_replaces_the_history_past_the_budget():
     assert infos[-1]["f1"] == 1.0 and infos[-1]["context_events"] == [events[1]]
 
 
-def test_summary_keeps_the_last_turns_asked_for_and_the_oracle_goes_on():
+def test_summary_keeps_the_last_turns_asked_for_and_the_oracle_goes_on():  # it reads its last <mem>
     seen, infos = play(toy_env(context=SummaryStrategy(2500, keep=1)), SEARCHES + [ANSWER])
     assert [m["content"] for m in seen[2][2:]] == [SEARCHES[1], f"<tool_response>\nDoc 1(Title: Ann Lee) "
                                                   f"{DOCS[1].text}\n</tool_response>"]
     summary = seen[2][1]["content"]
     assert "The director of Zorb is Ann Lee" in summary and "Ann Lee was born" not in summary
-    env = gym.make("MemSearchQA-v0", context=SummaryStrategy(4000, keep=1), objectives=6, max_turns=30)
+    env = gym.make("MemSearchQA-v0", context="summary+keep1:4000", objectives=6, max_turns=30)  # the built-in name
+    strategy = env.unwrapped.strategy
+    assert (strategy.name, strategy.keep, strategy.budget) == ("summary+keep1:4000", 1, 4000)
     obs, info = env.reset(seed=0)
     done, oracle = False, OracleAgent()
     while not done:
@@ -262,7 +264,7 @@ def test_one_summary_strategy_serves_several_environments():
     ("window:x", "window:K needs a positive integer"), ("window:1.5", "window:K needs a positive integer"),
     ("window:-1", "window:K needs a positive integer"), ("memory:2", "'memory' takes no argument"),
     ("summary:lots", "needs CHARS, a positive integer"), ("summary:0", "budget must be an integer >= 1"),
-    ("summary:800:nope", "unknown agent spec 'nope'"),
+    ("summary:800:nope", "unknown agent spec 'nope'"), ("summary+keep1:lots", r"summary\+keep1:CHARS\[:SUMMARISER\] needs CHARS"),
 ])
 def test_a_bad_name_fails_when_the_environment_is_made(spec, error):
     with pytest.raises(ValueError, match=error):
