@@ -4,9 +4,10 @@ The spec's two views (section 3) are two strategies: ``full`` (the whole history
 and ``memory`` (``prepare_prompt``: [system +] question + the previous turn; MemPO, MEM1). Built in
 besides: ``window:K``, the last K turns verbatim, ``summary``, ReSum's compression
 (``mempo_env.summary``), and ``summary+keep1``, which also keeps the latest turn verbatim (so the
-policy still reads its own last ``<mem>`` after a summary). A turn is one assistant response and the environment's reply to it (a tool
-response or a corrective message; the final answer has none), so ``window:1`` is the memory view's
-prompt: what makes MemPO's view a strategy of its own is the ``<mem>`` the policy writes into it.
+policy still reads its own last ``<mem>`` after a summary). A turn is one assistant response and the
+environment's reply to it (a tool response or a corrective message; the final answer has none), so
+``window:1`` is the memory view's prompt: what makes MemPO's view a strategy of its own is the
+``<mem>`` the policy writes into it.
 
 A strategy subclasses ``ContextStrategy``:
 
@@ -159,7 +160,8 @@ def register_strategy(name: str, factory: Callable[[str | None], ContextStrategy
 
 def make_strategy(spec: str | ContextStrategy) -> ContextStrategy:
     """A strategy from a name (``memory``, ``full``, ``window:K``, ``summary[:CHARS[:SUMMARISER]]``,
-    ``summary+keep1[:CHARS[:SUMMARISER]]`` or a registered one), or ``spec`` itself when it is a ``ContextStrategy``. Errors name the bad part."""
+    ``summary+keep1[:CHARS[:SUMMARISER]]`` or a registered one), or ``spec`` itself when it is a
+    ``ContextStrategy``. Errors name the bad part."""
     if isinstance(spec, ContextStrategy):
         strategy = spec
     elif isinstance(spec, str):

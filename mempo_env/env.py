@@ -113,7 +113,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
             context: the context strategy that builds each observation (``mempo_env.context``): ``"memory"``
                 (prepare_prompt view), ``"full"`` (whole history), ``"window:K"`` (the last K turns),
                 ``"summary[:CHARS[:SUMMARISER]]"`` (ReSum), ``"summary+keep1[...]"`` (ReSum keeping the
-                latest turn), a name given to ``register_strategy``, or a ``ContextStrategy``. ``env.context`` is its name, ``env.strategy`` the strategy.
+                latest turn), a name given to ``register_strategy``, or a ``ContextStrategy``.
+                ``env.context`` is its name, ``env.strategy`` the strategy.
             prompt: prompt template name (``"train"``, ``"eval"`` or a versioned name).
             max_turns: turn budget; the episode is truncated when it runs out (a ``TimeLimit`` from
                 ``gym.make(..., max_episode_steps=N)`` may cut it shorter, with the same final ``info``).

@@ -146,7 +146,7 @@ def test_summary_keeps_the_last_turns_asked_for_and_the_oracle_goes_on():  # it 
                                                   f"{DOCS[1].text}\n</tool_response>"]
     summary = seen[2][1]["content"]
     assert "The director of Zorb is Ann Lee" in summary and "Ann Lee was born" not in summary
-    env = gym.make("MemSearchQA-v0", context="summary+keep1:4000", objectives=6, max_turns=30)  # the built-in name
+    env = gym.make("MemSearchQA-v0", context="summary+keep1:4000", objectives=6, max_turns=30)
     strategy = env.unwrapped.strategy
     assert (strategy.name, strategy.keep, strategy.budget) == ("summary+keep1:4000", 1, 4000)
     obs, info = env.reset(seed=0)
@@ -264,7 +264,8 @@ def test_one_summary_strategy_serves_several_environments():
     ("window:x", "window:K needs a positive integer"), ("window:1.5", "window:K needs a positive integer"),
     ("window:-1", "window:K needs a positive integer"), ("memory:2", "'memory' takes no argument"),
     ("summary:lots", "needs CHARS, a positive integer"), ("summary:0", "budget must be an integer >= 1"),
-    ("summary:800:nope", "unknown agent spec 'nope'"), ("summary+keep1:lots", r"summary\+keep1:CHARS\[:SUMMARISER\] needs CHARS"),
+    ("summary:800:nope", "unknown agent spec 'nope'"),
+    ("summary+keep1:lots", r"summary\+keep1:CHARS\[:SUMMARISER\] needs CHARS"),
 ])
 def test_a_bad_name_fails_when_the_environment_is_made(spec, error):
     with pytest.raises(ValueError, match=error):
