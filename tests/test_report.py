@@ -87,3 +87,16 @@ def test_plots_explain_their_bands_and_keep_them_in_range():
     assert list(memory.get_ydata()) == list(full.get_ydata())  # the same scores...
     assert memory.get_linestyle() != full.get_linestyle() and memory.get_marker() != full.get_marker()
     assert all(a != b for a, b in zip(memory.get_xdata(), full.get_xdata()))  # ...still both visible
+
+
+def test_a_results_section_needs_its_heading_and_changes_nothing_without_it(tmp_path):
+    from benchmarks.report import BenchmarkError, write_section
+
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# Results\n\n## Another section\n")
+    image = tmp_path / "plot.png"
+    image.write_bytes(b"png")
+    with pytest.raises(BenchmarkError, match="has no '## Comparison' heading to write under"):
+        write_section(md, "## Comparison", "<!-- cmp:", ["<!-- cmp: begin -->", "table", "<!-- cmp: end -->"],
+                      {image: "cmp.png"})
+    assert md.read_text() == "# Results\n\n## Another section\n" and not (tmp_path / "results").exists()
