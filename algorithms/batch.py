@@ -7,12 +7,13 @@ tool tokens have ``response_mask`` 0, so they carry no advantage and no loss.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from algorithms.advantages import token_advantages
 from algorithms.rollout import Rollout
 from mempo_env.context import ContextStrategy, make_strategy
+
+if TYPE_CHECKING:
+    import torch
 
 AGGREGATIONS = ("seq-mean-token-mean", "token-mean")
 
@@ -78,6 +79,10 @@ class Generated:
 def generated_tokens(sample: Sample) -> Generated:
     """The generated tokens of ``sample`` (``response_mask`` 1); their advantage is ``A_out`` plus, on a
     scored ``<mem>`` block, that turn's ``A_mem`` (``token_advantages``, spec section 8)."""
+    import torch  # here, not at the top: the learners' Config checks AGGREGATIONS without torch
+
+    from algorithms.advantages import token_advantages
+
     at = [k for k, r in enumerate(sample.response_mask) if r]
     mem = torch.tensor([[sample.mem_mask[k] for k in at]])
     a_mem = torch.tensor([[sample.a_mem[k] for k in at]])

@@ -17,8 +17,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +37,13 @@ class Setting:
 
     def autocast(self) -> torch.autocast:
         """The forward pass's context: bf16 autocast on the device, or a disabled one."""
+        import torch
+
         return torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.bf16)
 
     def __str__(self) -> str:
+        import torch
+
         where = f"{self.threads} thread{'s' * (self.threads > 1)}" if self.device == "cpu" else (
             torch.cuda.get_device_name() if self.device == "cuda" else self.device)
         return f"{'bf16' if self.bf16 else 'fp32'}, {where}"
@@ -46,6 +52,8 @@ class Setting:
 @contextlib.contextmanager
 def num_threads(n: int) -> Iterator[None]:
     """torch's intra-op thread count inside the block, put back after it."""
+    import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -75,6 +83,8 @@ def candidates(precision: str = "auto", threads: int = 0) -> list[Setting]:
         raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16', not {precision!r}")
     if threads < 0:
         raise ValueError(f"threads must be >= 0 (0: measured), not {threads}")
+    import torch
+
     counts = [threads] if threads else sorted({1, torch.get_num_threads()})
     precisions = {"auto": [False, True], "fp32": [False], "bf16": [True]}[precision]
     return [Setting(bf16, n) for bf16 in precisions for n in counts]

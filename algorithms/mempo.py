@@ -30,6 +30,7 @@ import tyro
 
 from agents.backends import check_backend_spec
 from agents.scripted import ANSWERING
+from algorithms.batch import AGGREGATIONS
 from algorithms.tracking import Tracker, check_loggers
 from mempo_env.context import ContextStrategy, make_strategy
 from mempo_env.tasks import make_generated_task, resolve_task
@@ -191,8 +192,6 @@ class Config:
             raise ValueError(f"reward must be one of {tuple(REWARDS)}, not {self.reward!r}")
         if self.control not in CONTROLS:
             raise ValueError(f"control must be one of {CONTROLS}, not {self.control!r}")
-        from algorithms.batch import AGGREGATIONS  # imports torch: only when a Config is made
-
         if self.agg not in AGGREGATIONS:
             raise ValueError(f"agg must be one of {AGGREGATIONS}, not {self.agg!r}")
         if not 0 < self.eval_fraction < 1:

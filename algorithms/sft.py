@@ -25,22 +25,23 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 import tyro
-from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agents import OracleAgent
 from algorithms.compute import Setting, candidates, cpu_name, fastest, num_threads
-from algorithms.loss import token_logprobs
 from algorithms.rollout import encode
-from algorithms.tiny_policy import build_tiny_policy
 from mempo_env.context import ContextStrategy, make_strategy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.tasks import make_generated_task
 from mempo_env.views import render_prompt
+
+if TYPE_CHECKING:
+    import torch
+
+# torch and transformers (seconds to import) come with warm_up() and turns_loss(): --help stays fast.
 
 
 @dataclass
@@ -141,6 +142,10 @@ def turns_loss(model: torch.nn.Module, batch: list[Turn], setting: Setting, cfg:
                totals: tuple[int, int]) -> torch.Tensor:
     """Next-token loss of the responses, plus ``context_weight`` times that of prompts and tool text,
     each summed over ``batch`` and divided by ``totals`` (the step's response and context tokens)."""
+    import torch
+
+    from algorithms.loss import token_logprobs
+
     # Padded to a multiple of 32: under bf16 autocast every new sequence length left memory behind
     # (5.5 GB after 2,500 steps); a few distinct lengths keep it flat.
     length = -(-max(len(p) + len(r) for p, r in batch) // 32) * 32
@@ -176,6 +181,12 @@ def accumulate(model: torch.nn.Module, batch: list[Turn], setting: Setting, cfg:
 def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> Path:
     """Train ``cfg``'s warm-up into ``out_dir``. ``turns``: its oracle turns when rendered already
     (``oracle_turns`` of ``cfg`` with the base's tokenizer), e.g. to compare them with another strategy's."""
+    import torch
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from algorithms.tiny_policy import build_tiny_policy
+
     strategy = make_strategy(cfg.context)  # a bad name fails before anything is built
     if cfg.microbatch_size < 0:
         raise ValueError(f"microbatch_size must be >= 0 (0: the whole step at once), not {cfg.microbatch_size}")

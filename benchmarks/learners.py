@@ -48,9 +48,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import AutoConfig
-
 from algorithms.compute import cpu_name
 from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
@@ -137,6 +134,8 @@ def in_parallel(jobs: int, calls: list[tuple[Any, ...]]) -> list[Any]:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
+    import torch
+
     share = max(1, torch.get_num_threads() // jobs)
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=torch.set_num_threads,
                              initargs=(share,)) as pool:
@@ -178,6 +177,8 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     task = eval_task(split, base)
     if max(*objectives, base.objectives) > len(task.questions):  # checked now, not after hours of training
         raise BenchmarkError(f"{max(objectives)} objectives but {task.name} has {len(task.questions)} questions")
+
+    from transformers import AutoConfig
 
     warmup = Path(warmup) if warmup else default_warmup(base.task_seed, base.hops)
     # A prompt past the policy's window ends its episode unanswered, as an engine would refuse it.

@@ -43,8 +43,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoConfig, AutoTokenizer
-
 from algorithms.sft import SHIPPED, SFTConfig, oracle_turns, recipe, warm_up
 from benchmarks.learners import commit, in_parallel, machine
 from benchmarks.report import BenchmarkError, load_run, write_section
@@ -52,7 +50,6 @@ from benchmarks.run import _int_list, build_strategies, evaluate
 from benchmarks.summary import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
-
 
 # summary at 4,000 characters: at 8,000 (the default) it engages only at 10 objectives in this 1-hop world.
 STRATEGIES = ("full", "memory", "window:1", "window:4", "summary:4000", "summary+keep1:4000")
@@ -113,6 +110,8 @@ def build_all(out: Path, strategies: Sequence[str], base: SFTConfig) -> dict[str
         done = records.get(name)
         if done and (done.get("same_as") or (folder / "config.json").is_file()):
             continue
+        from transformers import AutoTokenizer
+
         tokenizer = tokenizer or AutoTokenizer.from_pretrained(base.base)
         started = time.perf_counter()
         turns = oracle_turns(cfg, tokenizer)
@@ -176,6 +175,8 @@ def compare(out_dir: str | Path = "runs/strategies", *, strategies: Sequence[str
     if max(objectives) > len(task.questions):
         raise BenchmarkError(f"{max(objectives)} objectives but {task.name} has {len(task.questions)} questions")
     check_builds(out, strategies, base)
+    from transformers import AutoConfig
+
     max_context = AutoConfig.from_pretrained(warmup).max_position_embeddings - MAX_NEW_TOKENS
 
     previous = json.loads((out / COMPARISON).read_text()) if (out / COMPARISON).exists() else {}
