@@ -440,29 +440,36 @@ def _dedupe(docs: Iterable[Document]) -> list[Document]:
     return list({d.id: d for d in docs}.values())  # ids are content ids: same id, same document
 
 
-def load_corpus(path: str | Path, *, limit: int | None = None) -> list[Document]:
-    """Documents from rows ``{id, title, text}`` or Search-R1's ``{id, contents}``."""
+def iter_corpus(path: str | Path, *, limit: int | None = None) -> Iterator[tuple[int, Document]]:
+    """``(row number, document)`` of rows ``{id, title, text}`` or Search-R1's ``{id, contents}``, read
+    as they come (a wiki-size file never sits in memory); ids are not checked for duplicates here."""
     path = Path(path)
-    docs: list[Document] = []
-    first_row: dict[str, int] = {}
     for n, row in _rows(path, limit):
         where = f"{path} row {n}"
         rid = row.get("id")
         if isinstance(rid, bool) or not isinstance(rid, (str, int)):
             raise DataError(f"{where}: 'id' must be a string or an integer, got {rid!r:.80}")
         rid = str(rid)
-        if rid in first_row:
-            raise DataError(f"{where}: duplicate id {rid!r} (first at row {first_row[rid]})")
-        first_row[rid] = n
         if "title" in row or "text" in row:
             title, text = row.get("title"), row.get("text")
             if not isinstance(title, str) or not isinstance(text, str):
                 raise DataError(f"{where}: 'title' and 'text' must both be strings")
-            docs.append(Document(rid, title, text))
+            yield n, Document(rid, title, text)
         elif isinstance(row.get("contents"), str):
-            docs.append(Document.from_contents(rid, row["contents"]))
+            yield n, Document.from_contents(rid, row["contents"])
         else:
             raise DataError(f"{where}: expected string fields 'title' and 'text', or 'contents'")
+
+
+def load_corpus(path: str | Path, *, limit: int | None = None) -> list[Document]:
+    """Documents from rows ``{id, title, text}`` or Search-R1's ``{id, contents}``; a repeated id is refused."""
+    docs: list[Document] = []
+    first_row: dict[str, int] = {}
+    for n, doc in iter_corpus(path, limit=limit):
+        if doc.id in first_row:
+            raise DataError(f"{Path(path)} row {n}: duplicate id {doc.id!r} (first at row {first_row[doc.id]})")
+        first_row[doc.id] = n
+        docs.append(doc)
     return docs
 
 
