@@ -22,6 +22,7 @@ import requests
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from mempo_env.retrieval import bm25 as bm25_module
+from mempo_env.retrieval import index as index_module
 from mempo_env.retrieval import make_retriever
 from mempo_env.retrieval.base import Hit, Retriever, RetrieverError
 from mempo_env.retrieval.bm25 import BM25Retriever
@@ -88,12 +89,13 @@ def test_bm25_query_without_indexable_terms_matches_nothing(bm25: BM25Retriever)
     assert bm25.search([], topk=3) == []
 
 
-@pytest.mark.parametrize("texts", [["", " "], ["The", "of the ... is"]])
-def test_bm25_refuses_a_corpus_without_searchable_words(tmp_path: Path, texts: list[str]) -> None:
+@pytest.mark.parametrize("texts, error", [(["x y", " "], "row 2: passage '1' has neither title nor text"),
+                                          (["The", "of the ... is"], "none of the 2 documents has a searchable word")])
+def test_bm25_refuses_empty_passages_and_unsearchable_corpora(tmp_path: Path, texts: list[str], error: str) -> None:
     corpus = [Document(str(i), "", t) for i, t in enumerate(texts)]
-    with pytest.raises(ValueError, match="none of the 2 documents has a searchable word"):
+    with pytest.raises(ValueError, match=error):
         BM25Retriever(corpus, cache_dir=tmp_path)
-    assert not (tmp_path / "bm25").exists()  # nothing cached
+    assert not list(tmp_path.glob("bm25/*"))  # nothing cached, no temporary folder left
 
 
 def test_bm25_topk_larger_than_corpus_returns_every_match(bm25: BM25Retriever) -> None:
@@ -111,7 +113,7 @@ def test_bm25_index_cache_is_written_then_reused(tmp_path: Path, monkeypatch: py
     def no_build(*args: object) -> None:
         raise AssertionError("index was rebuilt instead of loaded")
 
-    monkeypatch.setattr(bm25_module, "_build_index", no_build)
+    monkeypatch.setattr(bm25_module, "build_index", no_build)
     second = BM25Retriever(CORPUS, cache_dir=tmp_path)
     assert second.loaded_from_cache
     queries = ["capital of France", "Hamlet author"]
@@ -142,7 +144,7 @@ def test_bm25_cache_invalidated_when_corpus_changes(tmp_path: Path, change: Call
 
 
 @pytest.mark.parametrize(
-    "victim", ["data.csc.index.npy", "indptr.csc.index.npy", "vocab.index.json", "params.index.json"]
+    "victim", ["postings.npy", "indptr.npy", "vocab.bin", "index.json", "offsets.npy", "passages.bin"]
 )
 @pytest.mark.parametrize("damage", ["truncate", "delete"])
 def test_bm25_corrupt_cache_is_rebuilt(tmp_path: Path, victim: str, damage: str) -> None:
@@ -161,14 +163,18 @@ def test_bm25_corrupt_cache_is_rebuilt(tmp_path: Path, victim: str, damage: str)
 
 
 def test_bm25_interrupted_cache_write_publishes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def save_then_die(self: object, save_dir: Path, **kwargs: object) -> None:
-        (Path(save_dir) / "data.csc.index.npy").write_bytes(b"partial")
-        raise OSError("disk full")
+    real = index_module._build_postings
 
-    monkeypatch.setattr(bm25_module.bm25s.BM25, "save", save_then_die)
+    def die_in_the_cache(store, folder, *args):  # the disk holding the cache fills up mid-build
+        if tmp_path in Path(folder).parents:
+            (Path(folder) / "postings.npy").write_bytes(b"partial")
+            raise OSError("disk full")
+        return real(store, folder, *args)
+
+    monkeypatch.setattr(index_module, "_build_postings", die_in_the_cache)
     with pytest.warns(UserWarning, match="could not write"):
         retriever = BM25Retriever(CORPUS, cache_dir=tmp_path)
-    assert ids(retriever.search(["Hamlet"], 1)[0]) == ["d3"]  # still usable from memory
+    assert ids(retriever.search(["Hamlet"], 1)[0]) == ["d3"]  # still usable, built in a temporary folder
     assert list((tmp_path / "bm25").iterdir()) == []
 
 

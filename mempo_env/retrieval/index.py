@@ -1,0 +1,394 @@
+"""BM25 over millions of passages: built in chunks on disk, opened memory-mapped, queries scored in batches.
+
+    python -m mempo_env.retrieval.index --corpus wiki18.jsonl --out indexes/wiki18 [--workers 2]
+
+An index folder holds the passage store (``mempo_env.retrieval.store``) and BM25's precomputed
+weights, term-major (one posting list a term, documents ascending), as ``.npy`` files that every
+process opens memory-mapped: an async vector env, the OpenEnv server's sessions and the retrieval
+server's workers share one copy through the page cache instead of a Python copy each.
+
+Scores are exactly those of ``bm25s`` (the Lucene variant, ``k1=0.9, b=0.4`` by default, over
+``title + " " + text`` tokenised by ``bm25s.tokenize`` with English stopwords), computed with the same
+float operations in the same order, and ranked by the same rule (best first, ties in corpus order,
+only documents sharing a term with the query), so rankings equal the in-memory ``bm25s`` index's.
+A query touches only its terms' posting lists, never an array over every document: its cost grows
+with how many documents hold its words, not with the corpus.
+
+Building holds one chunk of tokenised passages at a time (``CHUNK`` of them) plus the vocabulary;
+the postings are scattered into their final memory-mapped files chunk by chunk. A folder is
+published by one rename, so an interrupted build leaves no index behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mempo_env.retrieval.base import Hit
+from mempo_env.retrieval.store import OFFSETS, PASSAGES, PassageStore, StoreError, map_bytes, write_store
+from mempo_env.types import Document
+
+FORMAT = 2  # 1 was the bm25s-saved index of BM25Retriever's cache
+META = "index.json"
+CHUNK = 100_000
+STOPWORDS = "en"
+METHOD = "lucene"
+_ARRAYS = ("indptr.npy", "postings.npy", "weights.npy", "max_weights.npy", "vocab_offsets.npy")
+
+
+class BM25IndexError(ValueError):
+    """An index folder that is missing, damaged or written by another format."""
+
+
+def tokenize(texts: list[str]) -> list[list[str]]:
+    """The one tokenizer for passages and queries: ``bm25s.tokenize`` (lowercase words of 2+ characters,
+    English stopwords removed), as the in-memory ``bm25s`` index uses."""
+    import bm25s
+
+    return bm25s.tokenize(texts, stopwords=STOPWORDS, return_ids=False, show_progress=False)
+
+
+def _tokenize_chunk(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A chunk's distinct tokens, each token's index among them, and each passage's token count."""
+    tokens = tokenize(texts)
+    local: dict[str, int] = {}
+    ids = np.fromiter((local.setdefault(t, len(local)) for doc in tokens for t in doc), dtype=np.int64)
+    return list(local), ids, np.fromiter((len(doc) for doc in tokens), dtype=np.int64, count=len(tokens))
+
+
+def _chunks(store: PassageStore, size: int) -> Iterator[list[str]]:
+    for start in range(0, len(store), size):
+        yield [f"{d.title} {d.text}" for d in store[start : start + size]]
+
+
+def _idf(df: np.ndarray, n: int) -> np.ndarray:
+    """Lucene's idf, ``log(1 + (N - df + 0.5) / (df + 0.5))``, with ``math.log`` in float64 then cast to
+    float32, as bm25s computes it (numpy's own log may differ in the last bit); once per distinct df."""
+    values, inverse = np.unique(df, return_inverse=True)
+    idf = np.array([math.log(1 + (n - v + 0.5) / (v + 0.5)) for v in values.tolist()], dtype=np.float64)
+    return idf.astype(np.float32)[inverse]
+
+
+def build_index(
+    corpus: Iterable[tuple[int, Document]] | PassageStore,
+    out: str | Path,
+    *,
+    k1: float = 0.9,
+    b: float = 0.4,
+    workers: int = 1,
+    chunk: int = CHUNK,
+    source: dict[str, Any] | None = None,
+    log: Any = None,
+) -> Path:
+    """Build the index of ``corpus`` in folder ``out`` (replaced if it exists); return ``out``.
+
+    ``corpus``: ``(row, document)`` pairs streamed into the folder's store (``write_store``), or an
+    existing store. ``workers``: processes tokenising chunks in parallel. ``source``:
+    what the corpus came from, kept in the metadata. ``log``: a callable given progress lines."""
+    out = Path(out)
+    say = log or (lambda line: None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
+    started = time.perf_counter()
+    try:
+        if isinstance(corpus, PassageStore):
+            for name in (PASSAGES, OFFSETS):
+                try:
+                    os.link(corpus.folder / name, tmp / name)  # the same bytes, not a copy
+                except OSError:
+                    shutil.copy(corpus.folder / name, tmp / name)
+        else:
+            say(f"storing passages into {tmp}")
+            write_store(corpus, tmp)
+        store = PassageStore(tmp)
+        say(f"{len(store):,} passages stored ({time.perf_counter() - started:.0f} s); tokenising")
+        meta = _build_postings(store, tmp, k1, b, workers, chunk, say)
+        meta.update(source=source or {}, build_s=round(time.perf_counter() - started, 1))
+        (tmp / META).write_text(json.dumps(meta, indent=1))
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    say(f"index written to {out} ({time.perf_counter() - started:.0f} s)")
+    return out
+
+
+def _build_postings(store: PassageStore, folder: Path, k1: float, b: float, workers: int, chunk: int,
+                    say: Any) -> dict[str, Any]:
+    """Pass 1: tokenise chunk by chunk, keep each chunk's (term, doc, tf) on disk and the document
+    frequencies in memory. Pass 2: weigh every posting and scatter it to its place, term-major."""
+    vocab: dict[str, int] = {}
+    df = np.zeros(0, dtype=np.int64)
+    lengths = np.zeros(len(store), dtype=np.int64)
+    parts: list[Path] = []
+    pool = None
+    if workers > 1:
+        from multiprocessing import get_context
+
+        pool = get_context("spawn").Pool(workers)
+    try:
+        results = pool.imap(_tokenize_chunk, _chunks(store, chunk)) if pool else map(_tokenize_chunk,
+                                                                                       _chunks(store, chunk))
+        start = 0
+        for n, (local, ids, lens) in enumerate(results):
+            remap = np.fromiter((vocab.setdefault(t, len(vocab)) for t in local), dtype=np.int64, count=len(local))
+            docs = np.repeat(np.arange(start, start + len(lens)), lens)
+            # one (doc, term) pair per distinct term of a passage, with its count: doc-major, terms by id
+            pairs, tf = np.unique(docs * len(vocab) + remap[ids], return_counts=True)
+            doc, term = np.divmod(pairs, len(vocab))
+            if len(vocab) > len(df):
+                df = np.concatenate([df, np.zeros(len(vocab) - len(df), dtype=np.int64)])
+            df += np.bincount(term, minlength=len(df))
+            lengths[start : start + len(lens)] = lens
+            part = folder / f".part{n}.npz"
+            np.savez(part, doc=doc.astype(np.int32), term=term.astype(np.int32), tf=tf.astype(np.float32))
+            parts.append(part)
+            start += len(lens)
+            say(f"  tokenised {start:,} passages, {len(vocab):,} terms")
+    finally:
+        if pool:
+            pool.close()
+    n_docs, nnz = len(store), int(df.sum())
+    avgdl = float(lengths.sum()) / n_docs  # bm25s: np.mean of the lengths (exact for integer sums < 2**53)
+    # Terms in UTF-8 byte order, so a query's term is found by binary search in the mapped vocabulary.
+    terms = sorted(vocab, key=lambda t: t.encode("utf-8", "surrogatepass"))
+    order = np.fromiter((vocab[t] for t in terms), dtype=np.int64, count=len(terms))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    del vocab
+    encoded = [t.encode("utf-8", "surrogatepass") for t in terms]
+    (folder / "vocab.bin").write_bytes(b"".join(encoded))
+    np.save(folder / "vocab_offsets.npy", np.concatenate([[0], np.cumsum([len(t) for t in encoded])]).astype(np.int64))
+    del terms, encoded
+    sorted_df = df[order]
+    indptr = np.concatenate([[0], np.cumsum(sorted_df)]).astype(np.int64)
+    np.save(folder / "indptr.npy", indptr)
+    idf = _idf(df, n_docs)  # by build id
+    postings = np.lib.format.open_memmap(folder / "postings.npy", mode="w+", dtype=np.int32, shape=(nnz,))
+    weights = np.lib.format.open_memmap(folder / "weights.npy", mode="w+", dtype=np.float32, shape=(nnz,))
+    cursor = indptr[:-1].copy()  # next free slot of each term (by sorted id)
+    for part in parts:
+        with np.load(part) as z:
+            doc, term, tf = z["doc"], z["term"], z["tf"]
+        # bm25s: float32(idf32 * (tf / (k1 * ((1 - b) + b * dl / avgdl) + tf))), the tfc in float64
+        dl = lengths[doc]
+        score = (idf[term] * (tf / (k1 * ((1 - b) + b * dl / avgdl) + tf))).astype(np.float32)
+        final = rank[term]
+        by_term = np.argsort(final, kind="stable")  # within a term, documents stay ascending
+        final, doc, score = final[by_term], doc[by_term], score[by_term]
+        first = np.searchsorted(final, final, side="left")  # where each entry's term run starts
+        at = cursor[final] + (np.arange(len(final)) - first)
+        postings[at], weights[at] = doc, score
+        cursor += np.bincount(final, minlength=len(cursor))
+        part.unlink()
+    if not np.array_equal(cursor, indptr[1:]):
+        raise RuntimeError("internal error: postings do not fill the index")  # never expected
+    postings.flush()
+    weights.flush()
+    # each term's largest weight: the bound MaxScore prunes with (BM25Index._rank_one)
+    np.save(folder / "max_weights.npy", np.maximum.reduceat(weights, indptr[:-1]) if nnz else np.zeros(0, np.float32))
+    del postings, weights
+    if nnz == 0:
+        raise StoreError(f"none of the {n_docs} documents has a searchable word (their titles and texts hold only "
+                         "English stopwords, punctuation or single characters): every search would return nothing")
+    import bm25s
+
+    return {"format": FORMAT, "num_docs": n_docs, "num_terms": len(order), "nnz": nnz, "avgdl": avgdl,
+            "k1": k1, "b": b, "method": METHOD, "tokenizer": {"bm25s": bm25s.__version__, "stopwords": STOPWORDS},
+            "unsearchable_docs": int((lengths == 0).sum())}
+
+
+PRUNE_BELOW = 200_000
+"""MaxScore pays off while its candidates are fewer than this; past it the exhaustive sum is as cheap."""
+
+
+def _top(docs: np.ndarray, scores: np.ndarray, topk: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``topk`` best of ``docs`` with a score > 0, best first, ties in corpus order (all documents
+    tied with the k-th best kept until the exact order is taken)."""
+    keep = scores > 0
+    docs, scores = docs[keep], scores[keep]
+    if len(docs) > topk:
+        kth = np.partition(scores, -topk)[-topk]
+        docs, scores = docs[scores >= kth], scores[scores >= kth]
+    best = np.lexsort((docs, -scores))[:topk]
+    return docs[best], scores[best]
+
+
+class BM25Index:
+    """A built index folder, memory-mapped: ``search`` is the ``Retriever`` contract, ``rank`` its ids.
+
+    ``threads``: how many threads score a batch of queries (numpy releases the interpreter lock in
+    the gathers and scatters that dominate). ``verify``: read every array once to check document ids
+    are in range (seconds at wiki scale; the sizes and the metadata are always checked)."""
+
+    def __init__(self, folder: str | Path, *, threads: int = 0, verify: bool = False) -> None:
+        self.folder = Path(folder)
+        meta_path = self.folder / META
+        try:
+            self.meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError) as e:
+            raise BM25IndexError(f"{self.folder} is not a MemSearchQA BM25 index (no readable {META}: {e})") from None
+        if self.meta.get("format") != FORMAT:
+            raise BM25IndexError(f"{self.folder} was written in index format {self.meta.get('format')!r}; this "
+                              f"version reads format {FORMAT}: rebuild it (python -m mempo_env.retrieval.index)")
+        try:
+            self.store = PassageStore(self.folder)
+            # plain ndarray views of the maps: numpy's memmap subclass costs microseconds a slice
+            self._indptr, self._postings, self._weights, self._max_weights, self._vocab_offsets = (
+                np.load(self.folder / name, mmap_mode="r").view(np.ndarray) for name in _ARRAYS)
+            self._vocab = map_bytes(self.folder / "vocab.bin")
+        except (OSError, ValueError, StoreError) as e:
+            raise BM25IndexError(f"{self.folder}: a damaged index ({e})") from None
+        m = self.meta
+        if not (len(self.store) == m["num_docs"] and len(self._indptr) == m["num_terms"] + 1
+                and len(self._vocab_offsets) == m["num_terms"] + 1 and int(self._indptr[-1]) == m["nnz"]
+                and len(self._postings) == len(self._weights) == m["nnz"]
+                and len(self._max_weights) == m["num_terms"] and int(self._vocab_offsets[-1]) == len(self._vocab)):
+            raise BM25IndexError(f"{self.folder}: its arrays do not fit its {META} (a damaged or partial copy)")
+        if verify and len(self._postings) and not 0 <= int(self._postings.min()) <= int(self._postings.max()) < \
+                m["num_docs"]:
+            raise BM25IndexError(f"{self.folder}: postings name documents outside the corpus (damaged)")
+        self.threads = threads or min(4, os.cpu_count() or 1)
+        self._local = threading.local()  # one score accumulator per thread
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __len__(self) -> int:
+        return self.meta["num_docs"]
+
+    def term_id(self, term: str) -> int:
+        """The term's id, or -1: a binary search in the memory-mapped, byte-ordered vocabulary."""
+        key, lo, hi = term.encode("utf-8", "surrogatepass"), 0, self.meta["num_terms"]
+        offsets, vocab = self._vocab_offsets, self._vocab
+        while lo < hi:
+            mid = (lo + hi) // 2
+            word = vocab[int(offsets[mid]) : int(offsets[mid + 1])]
+            if word < key:
+                lo = mid + 1
+            elif word > key:
+                hi = mid
+            else:
+                return mid
+        return -1
+
+    def rank(self, queries: Sequence[str], topk: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query: the top ``topk`` document positions and their float32 scores, best first, ties
+        in corpus order; only documents sharing a term with the query (none: empty arrays)."""
+        if topk < 1:
+            raise ValueError(f"topk must be >= 1, got {topk}")
+        term_ids = [[i for t in tokens if (i := self.term_id(t)) >= 0] for tokens in tokenize(list(queries))]
+        if self.threads == 1 or len(term_ids) < 2 * self.threads:
+            return [self._rank_one(ids, topk) for ids in term_ids]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="bm25")
+        size = -(-len(term_ids) // self.threads)
+        shards = [term_ids[i : i + size] for i in range(0, len(term_ids), size)]
+        return [r for part in self._pool.map(lambda ids: [self._rank_one(q, topk) for q in ids], shards)
+                for r in part]
+
+    def _rank_one(self, term_ids: list[int], topk: int) -> tuple[np.ndarray, np.ndarray]:
+        """MaxScore (Turtle and Flood, 1995), exact: the rarest term's documents, fully scored, give a
+        lower bound on the k-th best score; the frequent terms whose largest weights together stay
+        below it cannot lift a document that has none of the other terms into the top k, so only the
+        other terms' documents are candidates. A candidate's score adds its weights in query order
+        in float32, the additions bm25s makes: scores, and so ties, are bit for bit bm25s's."""
+        if not term_ids:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        terms = sorted(set(term_ids), key=lambda t: self._indptr[t + 1] - self._indptr[t])
+        rarest = self._posting(terms[0])[0]
+        if len(rarest) > PRUNE_BELOW:  # every term frequent: the exhaustive sum costs no more
+            return self._rank_exhaustive(term_ids, topk)
+        count = {t: term_ids.count(t) for t in terms}
+        bound = 0.0
+        if len(terms) > 1 and len(rarest) >= topk:
+            seed = self._score(rarest.astype(np.int64), term_ids)
+            bound = float(np.partition(seed, -topk)[-topk])
+        # terms by their largest weight, lowest first: the longest run whose bounds sum below the k-th
+        # best (with a margin far above float32 rounding) is left out of the candidates
+        by_bound = sorted(terms, key=lambda t: float(self._max_weights[t]))
+        total, essential = 0.0, []
+        for t in by_bound:
+            total += float(self._max_weights[t]) * count[t]
+            if total * (1 + 1e-5) >= bound:
+                essential.append(t)
+        lists = [self._posting(t)[0] for t in essential]
+        if sum(map(len, lists)) > PRUNE_BELOW:
+            return self._rank_exhaustive(term_ids, topk)
+        docs = lists[0].astype(np.int64) if len(lists) == 1 else np.unique(np.concatenate(lists)).astype(np.int64)
+        return _top(docs, self._score(docs, term_ids), topk)
+
+    def _posting(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        s, e = int(self._indptr[t]), int(self._indptr[t + 1])
+        return self._postings[s:e], self._weights[s:e]
+
+    def _score(self, docs: np.ndarray, term_ids: list[int]) -> np.ndarray:
+        """The float32 scores of ``docs`` (ascending), each term's weight looked up in its sorted postings."""
+        scores = np.zeros(len(docs), dtype=np.float32)
+        for t in term_ids:
+            postings, weights = self._posting(t)
+            at = np.minimum(np.searchsorted(postings, docs), len(postings) - 1)
+            scores += np.where(postings[at] == docs, weights[at], np.float32(0))  # x + 0 is x: absent adds nothing
+        return scores
+
+    def _rank_exhaustive(self, term_ids: list[int], topk: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every posting of every term added into a per-thread accumulator, touching only those documents."""
+        acc = getattr(self._local, "acc", None)
+        if acc is None:
+            acc = self._local.acc = np.zeros(self.meta["num_docs"], dtype=np.float32)
+        found = []
+        for t in term_ids:  # in query order, a repeated word twice: the additions bm25s makes, in its order
+            docs, weights = self._posting(t)
+            before = acc[docs]
+            found.append(docs[before == 0])  # weights are > 0: a document is new while its sum is 0
+            acc[docs] = before + weights
+        docs = np.concatenate(found).astype(np.int64)
+        scores = acc[docs]
+        acc[docs] = 0  # ready for the next query, at the cost of this one's documents only
+        return _top(docs, scores, topk)
+
+    def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
+        """One ranked hit list per query, the passages read from the store."""
+        return [[Hit(self.store[int(d)], float(s)) for d, s in zip(docs, scores)]
+                for docs, scores in self.rank(queries, topk)]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mempo_env.retrieval.index", description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", required=True, help="JSONL or parquet of {id,title,text} or {id,contents}")
+    parser.add_argument("--out", required=True, help="the index folder to write (replaced if it exists)")
+    parser.add_argument("--k1", type=float, default=0.9)
+    parser.add_argument("--b", type=float, default=0.4)
+    parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
+                        help="processes tokenising in parallel (default: the cores, at most 4)")
+    args = parser.parse_args(argv)
+    from mempo_env.tasks.loaders import DataError, iter_corpus
+
+    path = Path(args.corpus)
+    stat = path.stat()
+    try:
+        build_index(iter_corpus(path), args.out, k1=args.k1, b=args.b, workers=args.workers,
+                    source={"path": str(path.resolve()), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns},
+                    log=lambda line: print(line, file=sys.stderr, flush=True))
+    except (DataError, StoreError) as e:
+        raise SystemExit(f"error: {e}") from None
+
+
+if __name__ == "__main__":
+    main()
