@@ -103,11 +103,14 @@ class MemSearchQAEnv(gym.Env[list, str]):
                 set's split (``mempo_env.tasks.loaders.SPLITS``; default the named file); a question file or
                 a ``QATask`` is one split. A split the dataset lacks raises ``ValueError``.
             task_seed: which world of the generated task.
-            retriever: ``None`` for in-process BM25 over the corpus, a Search-R1 ``/retrieve`` URL, or
-                any object with ``search(queries, topk)``.
+            retriever: ``None`` for in-process BM25 over the corpus, a Search-R1 ``/retrieve`` URL (or
+                several, comma-separated: replicas), an index folder from ``python -m
+                mempo_env.retrieval.index`` (memory-mapped, shared by processes), or any object with
+                ``search(queries, topk)``.
             retriever_options: keyword arguments for the retriever built from ``retriever``: for a URL
                 ``timeout`` (seconds, or (connect, read)), ``attempts``, ``backoff``, ``max_wait`` (the longest
-                pause between tries) and ``pool_size`` (``RemoteRetriever``); for BM25 ``k1`` and ``b``.
+                pause between tries) and ``pool_size`` (``RemoteRetriever``); for BM25 ``k1`` and ``b``; for an
+                index folder ``threads``.
             cache_dir: where the BM25 index is cached; ``"default"`` uses ``$MEMPO_CACHE_DIR`` or
                 ``~/.cache/mempo_env``, ``None`` disables the cache.
             context: the context strategy that builds each observation (``mempo_env.context``): ``"memory"``

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -83,30 +84,52 @@ def _transport_failure(e: requests.RequestException, policy: RetryPolicy) -> str
     return f"unreachable ({_reason(e)}); is it running and is the URL right?"
 
 
-def request(session: requests.Session, method: str, url: str, payload: Any, policy: RetryPolicy, *,
-            what: str, error: type[Exception]) -> requests.Response:
+def request(session: requests.Session, method: str, url: str | Sequence[str], payload: Any, policy: RetryPolicy, *,
+            what: str, error: type[Exception], start: int = 0) -> requests.Response:
     """The first successful answer to ``method url`` (JSON ``payload``, or none) within the policy's tries;
-    otherwise ``error`` with a message naming ``what`` (e.g. "vLLM server") and ``url``."""
-    failure = ""
+    otherwise ``error`` with a message naming ``what`` (e.g. "vLLM server") and ``url``.
+
+    Several URLs are replicas of one service (one retriever per node): each try goes round them,
+    from replica ``start`` on, until one answers, and the pause comes only once all have failed, so a
+    dead replica costs a failed connection, not a backoff. A rejection (4xx) fails at once: the same
+    request would be rejected anywhere."""
+    urls = [url] if isinstance(url, str) else list(url)
+    if not urls:
+        raise ValueError(f"no URL to reach the {what} at")
+    urls = urls[start % len(urls):] + urls[: start % len(urls)]
+    failures: dict[str, str] = {}
     for attempt in range(1, policy.attempts + 1):
         wait = None
-        try:
-            response = session.request(method, url, json=payload, timeout=policy.timeout)
-        except (requests.ConnectionError, requests.Timeout) as e:
-            failure = _transport_failure(e, policy)
-        except requests.RequestException as e:  # e.g. an invalid URL: retrying cannot help
-            raise error(f"request to {what} at {url} failed: {_reason(e)}") from e
-        else:
+        for where in urls:
+            try:
+                response = session.request(method, where, json=payload, timeout=policy.timeout)
+            except (requests.ConnectionError, requests.Timeout) as e:
+                failures[where] = _transport_failure(e, policy)
+                continue
+            except requests.RequestException as e:  # e.g. an invalid URL: retrying cannot help
+                raise error(f"request to {what} at {where} failed: {_reason(e)}") from e
             if response.ok:
                 return response
-            failure = f"HTTP {response.status_code} {response.text[:500]}".rstrip()
+            failures[where] = f"HTTP {response.status_code} {response.text[:500]}".rstrip()
             if response.status_code < 500 and response.status_code != 429:
-                raise error(f"{what} at {url} rejected the request: {failure}")
-            wait = retry_after(response)
+                raise error(f"{what} at {where} rejected the request: {failures[where]}")
+            asked = retry_after(response)
+            wait = asked if wait is None or asked is None else min(wait, asked)
         if attempt == policy.attempts:
             break
         if wait is not None and wait > policy.max_wait:
-            raise error(f"{what} at {url} answered {failure} and asked to wait {wait:.0f} s (Retry-After), "
-                        f"more than max_wait={policy.max_wait:g} s")
+            raise error(f"{what} at {_where(urls)} answered {_failure(failures)} and asked to wait {wait:.0f} s "
+                        f"(Retry-After), more than max_wait={policy.max_wait:g} s")
         time.sleep(policy.pause(attempt) if wait is None else wait)
-    raise error(f"{what} at {url} failed after {policy.attempts} attempt(s): {failure}")
+    raise error(f"{what} at {_where(urls)} failed after {policy.attempts} attempt(s): {_failure(failures)}")
+
+
+def _where(urls: list[str]) -> str:
+    return urls[0] if len(urls) == 1 else "any of " + ", ".join(sorted(urls))
+
+
+def _failure(failures: dict[str, str]) -> str:
+    """The last answer, or each replica's last answer."""
+    if len(failures) == 1:
+        return next(iter(failures.values()))
+    return "; ".join(f"{url}: {failure}" for url, failure in sorted(failures.items()))

@@ -141,7 +141,7 @@ def test_the_python_api_takes_label_equals_spec_as_the_command_line_does(tmp_pat
     (["--prompt", "chatty"], "unknown prompt 'chatty'"),
     (["--split", "dev"], "split must be 'train' or 'test', not 'dev'"),
     (["--replay-retrieval", "/missing.jsonl"], "replay log /missing.jsonl not found"),
-    (["--retriever", "bm25"], "retriever must be None, an http(s) URL or a Retriever, not 'bm25'"),
+    (["--retriever", "bm25"], "retriever must be None, an http(s) URL, an index folder or a Retriever; 'bm25' is none"),
     (["--agents", "hf:/nonexistent"], "cannot load agent 'hf:/nonexistent': "),
 ])
 def test_bad_arguments_fail_fast_with_a_clear_message(tmp_path, capsys, extra, message):

@@ -11,17 +11,19 @@ from mempo_env.types import Document
 
 
 def make_retriever(
-    spec: str | Retriever | None,
+    spec: str | Path | Retriever | None,
     corpus: list[Document],
     *,
     cache_dir: str | Path | None = "default",
     options: Mapping[str, Any] | None = None,
 ) -> Retriever:
     """``None``: BM25 over ``corpus`` (index cached in ``cache_dir``; ``"default"`` for the standard
-    cache location, ``None`` for no cache); an ``http(s)://`` URL: a Search-R1 server; or a ready
-    retriever, returned as is. ``options``: keyword arguments for the retriever built here
+    cache location, ``None`` for no cache); an ``http(s)://`` URL, or several separated by commas
+    (replicas): a Search-R1 server; the path of a folder built by ``python -m mempo_env.retrieval.index``:
+    that index, memory-mapped (a wiki-size corpus, shared by every process through the page cache);
+    or a ready retriever, returned as is. ``options``: keyword arguments for the retriever built here
     (``BM25Retriever``: ``k1``, ``b``; ``RemoteRetriever``: ``timeout``, ``attempts``, ``backoff``,
-    ``max_wait``, ``pool_size``)."""
+    ``max_wait``, ``pool_size``; ``BM25Index``: ``threads``)."""
     options = options or {}
     if spec is None:
         from mempo_env.retrieval.bm25 import BM25Retriever
@@ -29,9 +31,14 @@ def make_retriever(
         if cache_dir == "default":
             return BM25Retriever(corpus, **options)
         return BM25Retriever(corpus, cache_dir=cache_dir, **options)
+    if isinstance(spec, (str, Path)) and not str(spec).startswith(("http://", "https://")):
+        if not Path(spec).is_dir():
+            raise ValueError(f"retriever must be None, an http(s) URL, an index folder or a Retriever; {str(spec)!r} "
+                             "is none of them (no such folder)")
+        from mempo_env.retrieval.index import BM25Index
+
+        return BM25Index(spec, **options)
     if isinstance(spec, str):
-        if not spec.startswith(("http://", "https://")):
-            raise ValueError(f"retriever must be None, an http(s) URL or a Retriever, not {spec!r}")
         from mempo_env.retrieval.remote import RemoteRetriever
 
         return RemoteRetriever(spec, **options)

@@ -5,6 +5,7 @@ Any failure (after retries) raises ``RetrieverError``; a failed search never loo
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,10 @@ from mempo_env.types import Document
 
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+MAX_BATCH = 2048
+"""Queries per request: a larger batch is sent as several, so no request outgrows a server's limits
+(``mempo_env.retrieval.server`` refuses more than 8192 queries or 16 MiB by default)."""
 
 
 def _retrieve_url(url: str) -> str:
@@ -65,8 +70,22 @@ def _parse_response(body: Any, num_queries: int, topk: int) -> list[list[Hit]]:
     return parsed
 
 
+def _retrieve_urls(url: str | Sequence[str]) -> list[str]:
+    """One URL, a comma-separated list of them, or a sequence: the replicas of one retrieval service."""
+    parts = url.split(",") if isinstance(url, str) else list(url)
+    urls = [_retrieve_url(u.strip()) for u in parts if u.strip()]
+    if not urls:
+        raise ValueError(f"no retrieval server URL in {url!r}")
+    return urls
+
+
 class RemoteRetriever:
-    """Search through a Search-R1 compatible server.
+    """Search through a Search-R1 compatible server, or through several replicas of one.
+
+    ``url``: one server, or several (a list or a comma-separated string; one retriever per node, as
+    Search-R1's multi-node guide runs them): successive requests start at successive replicas, and a
+    replica that fails hands the request to the next (``mempo_env.http_retry.request``). A batch of
+    more than ``MAX_BATCH`` queries goes out as several requests.
 
     ``timeout``, ``attempts``, ``backoff`` and ``max_wait`` are the retry loop's knobs
     (``mempo_env.http_retry``: connection errors, timeouts, 5xx and 429 retried, a ``Retry-After`` longer
@@ -76,7 +95,7 @@ class RemoteRetriever:
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         timeout: float | Sequence[float] = (5.0, 60.0),
         attempts: int = 5,
@@ -84,7 +103,8 @@ class RemoteRetriever:
         max_wait: float = 5.0,
         pool_size: int = 16,
     ) -> None:
-        self.url = _retrieve_url(url)
+        self.urls = _retrieve_urls(url)
+        self._next = itertools.count()  # the replica the next request starts at (next() is atomic)
         self.retry = RetryPolicy(attempts, backoff, max_wait, timeout)
         self._session = requests.Session()
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_size)
@@ -96,14 +116,18 @@ class RemoteRetriever:
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         queries = list(queries)
+        parts = (queries[at : at + MAX_BATCH] for at in range(0, len(queries), MAX_BATCH))
+        return [hits for part in parts for hits in self._post(part, topk)]
+
+    def _post(self, queries: list[str], topk: int) -> list[list[Hit]]:
         if not queries:
             return []
-        response = request(self._session, "POST", self.url, {"queries": queries, "topk": topk, "return_scores": True},
-                           self.retry, what="retrieval server", error=RetrieverError)
+        response = request(self._session, "POST", self.urls, {"queries": queries, "topk": topk, "return_scores": True},
+                           self.retry, what="retrieval server", error=RetrieverError, start=next(self._next))
         try:
             return _parse_response(response.json(), len(queries), topk)
         except (ValueError, TypeError) as e:  # ValueError includes JSONDecodeError
-            raise RetrieverError(f"retrieval server {self.url} sent a malformed response: {e}") from e
+            raise RetrieverError(f"retrieval server {response.url} sent a malformed response: {e}") from e
 
     def close(self) -> None:
         self._session.close()
