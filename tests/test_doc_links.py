@@ -1,7 +1,8 @@
 """The documents read as a front page, results and records: README.md and benchmarks/RESULTS.md stay
 within their sizes, every relative link of the documents (README.md, docs/**/*.md, RESULTS.md) names
-a file that exists and, after ``#``, an anchor that file has, and every experiment's record in
-docs/experiments/ is listed in its index and linked from the section of RESULTS.md it backs."""
+a file that exists and, after ``#``, an anchor that file has (a link out of the repository, to
+../shared, is not checked), and every experiment's record in docs/experiments/ is listed in its
+index and linked from the section of RESULTS.md it backs."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def broken_links(document: str) -> list[str]:
             continue
         file, _, anchor = target.partition("#")
         linked = (path.parent / file).resolve() if file else path
+        if not linked.is_relative_to(ROOT.resolve()):  # ../shared/docs: beside the repository, not in it
+            continue
         if not linked.exists():
             problems.append(f"{document}: {target}: no such file")
         elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
@@ -89,7 +92,8 @@ def test_a_broken_link_and_a_missing_anchor_are_named(tmp_path, monkeypatch):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs/a.md").write_text("# A\n\n## The `b` part\n\n<a id=\"old-name\"></a>\n\n## The b part\n\n"
                                         "[ok](#the-b-part) [ok](#the-b-part-1) [ok](#old-name) [gone](#the-c-part) "
-                                        "[gone](nope.md) `[not a link](nope.md)` [web](https://x.org/y)\n")
+                                        "[gone](nope.md) `[not a link](nope.md)` [web](https://x.org/y) "
+                                        "[beside the repository](../../x.md)\n")
     monkeypatch.setattr(here, "ROOT", tmp_path)
     assert broken_links("docs/a.md") == ["docs/a.md: #the-c-part: docs/a.md has no such anchor",
                                          "docs/a.md: nope.md: no such file"]
