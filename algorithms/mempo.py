@@ -77,7 +77,7 @@ class Config:
     """questions per episode, and the held-out evaluation's horizon. At 6 the warm-up answers 95.7% greedy
     but its rollouts at temperature 1 only 83% (F1): the sampled policy, which RL trains, has room to
     learn there, at 7 turns an episode (the paper trains at 2; at 10 the list of answers fails greedy
-    too, docs/learners.md)"""
+    too, docs/experiments/rl-defaults.md)"""
     min_objectives: int = 0
     """from 1 to objectives: each question group's horizon is drawn from min_objectives..objectives, so
     RL trains over several horizons; 0: every group at objectives"""
@@ -94,7 +94,7 @@ class Config:
     steps: int = 10
     """RL steps (at 6 objectives GRPO's held-out sampled F1 rose from 83% to 96% in 10 steps and stayed
     there to 30; the default run, evaluation included, took 5.9 min on 2 cores of an AMD EPYC family
-    26, docs/learners.md)"""
+    26, docs/experiments/rl-defaults.md)"""
     questions_per_step: int = 4
     """question groups per step"""
     group_size: int = 8
@@ -110,13 +110,13 @@ class Config:
     lr: float = 5e-5
     """AdamW learning rate. Adam moves every weight by about lr a step whatever the gradient's size, so
     updates without information drift too: at 6 objectives, 3e-4 took both GRPO and its shuffled
-    control to reward 0 within 5 steps; 5e-5 learns (docs/learners.md)"""
+    control to reward 0 within 5 steps; 5e-5 learns (docs/experiments/rl-defaults.md)"""
     clip_eps: float = 0.2
     """PPO clip range"""
     kl_coef: float = 0.1
     """weight of the k3 KL to the reference (the spec's paper setting: 0.001; at 10 objectives GRPO with
     0.001 lowered held-out F1 by 12 points, breaking the answering turn's format, and with 0.1 kept
-    it, docs/learners.md)"""
+    it, docs/experiments/rl-at-10-objectives.md)"""
     control: str = "none"
     """"shuffled": the no-information control. Each group's outcome advantages are permuted among its
     rollouts (and, for MemPO, each question's memory advantages among its scored turns, the pool they
@@ -126,7 +126,8 @@ class Config:
     """passes over each step's samples"""
     minibatch_size: int = 1024
     """samples per optimizer step (the default: one step per RL step; at 64, the 700 turns of a
-    10-objective step made 11 optimizer steps, and GRPO lost 29 points instead of 12, docs/learners.md)"""
+    10-objective step made 11 optimizer steps, and GRPO lost 29 points instead of 12,
+    docs/experiments/rl-at-10-objectives.md)"""
     pack_tokens: int = 1024
     """tokens per forward/backward: a mini-batch's samples packed into prefix trees of at most this
     many tokens, every shared prefix computed once (algorithms/prefix_tree.py; gradients accumulate)"""

@@ -69,15 +69,16 @@ class SFTConfig:
     full_context: float = 0.0
     """share of the episodes whose turns are seen in the full-context view (the rest: ``context``).
     The memory reward subtracts P(gold | full history), and the no-memory baseline trains in that view:
-    both need a policy that can also answer from a full history (docs/learners.md, the P_full
-    variant). Turns longer than the model's window are left out (``build.json`` counts them)"""
+    both need a policy that can also answer from a full history (the P_full variant,
+    docs/experiments/pfull-warm-up.md). Turns longer than the model's window are left out
+    (``build.json`` counts them)"""
     pointer_memory: float = 0.0
     """share of the episodes demonstrated by an oracle whose memory notes only which document answered
     each hop, not what it said (``OracleAgent(keep_evidence=False)``), and which therefore answers
     "unknown" to every question but the last: an experiment in teaching a policy to keep pointers
-    instead of evidence (docs/learners.md, what was tried). Made for 1-hop questions."""
+    instead of evidence (docs/experiments/earlier-recipes.md). Made for 1-hop questions."""
     steps: int = 3000
-    """optimizer steps (measured: 2 minutes on an H200; docs/learners.md has the CPU figures)"""
+    """optimizer steps (measured: 2 minutes on an H200; docs/experiments/warm-up.md has the CPU figures)"""
     batch_size: int = 64
     """turns per step"""
     microbatch_size: int = 0

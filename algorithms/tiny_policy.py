@@ -51,7 +51,7 @@ def training_texts(task_seed: int = 0, episodes: int = 400, worlds: int = 10) ->
     first (train splits only), written so that every name is made of pieces all worlds share: the
     worlds have no distractor twins (one-letter variants of pool words) and their country names are
     split after the pool word. A token that only one world's names use is one that a policy trained on
-    many worlds barely sees, and never learns to copy (docs/learners.md, country names)."""
+    many worlds barely sees, and never learns to copy (docs/experiments/earlier-recipes.md, country names)."""
     by_length = sorted(NAME_WORDS, key=len, reverse=True)
     texts = []
     for w in range(worlds):

@@ -2,7 +2,7 @@
 
     python -m benchmarks.learners                  # 4 arms x 5 seeds, then the evaluation (hours; resumable)
     python -m benchmarks.learners --quick          # 1 seed, 4 steps, 10 episodes per cell: a first look
-    python -m benchmarks.learners --results-md benchmarks/RESULTS.md   # also fill its "Learner comparison"
+    python -m benchmarks.learners --results-md benchmarks/RESULTS.md   # also fill its section and the record
 
 Arms, all ``algorithms.mempo.Config`` with its defaults (so the same budget) and only ``algo``,
 ``context``, ``control`` and ``seed`` set here: ``mempo`` (memory view), ``grpo`` (memory view: the
@@ -51,7 +51,7 @@ from typing import Any
 from algorithms.compute import cpu_name
 from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
-from benchmarks.report import BenchmarkError, load_run, write_section
+from benchmarks.report import BenchmarkError, Comparison, load_run, write_comparison
 from benchmarks.run import _int_list, evaluate, load_done
 from benchmarks.summary import METRICS, jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
@@ -78,11 +78,12 @@ TRAIN_PROMPT = inspect.signature(MemSearchQAEnv).parameters["prompt"].default
 EVAL_MAX_NEW_TOKENS = 256
 SAMPLING_SEED = 1_000_003  # sample j of a policy draws from seed j x this (its agent advances it every turn)
 COMPARISON = "comparison.json"
-HEADING = "## Learner comparison"
+HEADING = "## 4. The learners against their control"  # of RESULTS.md, which shows the HEADLINE sections
+HEADLINE = ("Learning: each arm against the control", "MemPO − GRPO")
+RECORD, RECORD_HEADING = "docs/experiments/learner-comparison.md", "## The tables"  # the whole report
 MARK = "<!-- benchmarks.learners: generated"  # the block write_results_section replaces
 BEGIN = MARK + " from {out} by benchmarks.learners.write_results_section; write the reading outside it -->"
 END = "<!-- benchmarks.learners: end -->"
-IMAGES = ("curves", "f1_vs_objectives", "cost_vs_objectives")
 TESTED_BY = "<!-- tested by tests/test_learner_docs.py::test_the_documented_learner_commands_parse -->"
 
 
@@ -628,21 +629,21 @@ def report(out_dir: str | Path) -> dict[str, Any]:
     return result
 
 
-def write_results_section(out_dir: str | Path, results_md: str | Path = "benchmarks/RESULTS.md") -> Path:
-    """Put a finished comparison under RESULTS.md's "## Learner comparison": command, machine, the
-    tables and the plots (``benchmarks.report.write_section``)."""
+def write_results_section(out_dir: str | Path, results_md: str | Path = "benchmarks/RESULTS.md",
+                          record_md: str | Path = RECORD) -> Path:
+    """Put a finished comparison under RESULTS.md's learners heading (command, machine, the learning and
+    MemPO − GRPO tables, the plots) and its whole report under the experiment's record's
+    (``benchmarks.report.write_comparison``)."""
     out = Path(out_dir)
     info = json.loads((out / COMPARISON).read_text())
-    block = [
-        BEGIN.format(out=out), "", TESTED_BY, "```bash", info["command"], "```", "",
+    comparison = Comparison(
+        MARK, BEGIN.format(out=out), END, TESTED_BY, info["command"],
         f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 60:.0f} min "
-        "(the invocations that ran to the end).", "",
-        (out / "report.md").read_text().rstrip(), "",
-        "![learning curves, trained vs control](results/learners_curves.png)", "",
-        "![F1 vs objectives, learners](results/learners_f1.png)", "",
-        "![cost vs objectives, learners](results/learners_cost.png)", "", END]
-    images = {out / f"{name}.png": f"learners_{name.split('_')[0]}.png" for name in IMAGES}
-    return write_section(results_md, HEADING, MARK, block, images)
+        "(the invocations that ran to the end).", (out / "report.md").read_text(), HEADLINE,
+        [(out / "curves.png", "learners_curves.png", "learning curves, trained vs control"),
+         (out / "f1_vs_objectives.png", "learners_f1.png", "F1 vs objectives, learners"),
+         (out / "cost_vs_objectives.png", "learners_cost.png", "cost vs objectives, learners")])
+    return write_comparison(comparison, results_md, HEADING, record_md, RECORD_HEADING)
 
 
 def machine() -> str:
@@ -689,7 +690,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help="runs and evaluation folders at once, one process and one torch thread each (default 1)")
     p.add_argument("--long-from", type=int, default=LONG_FROM, help="question (a): horizons from this many objectives")
     p.add_argument("--results-md", default=None, metavar="PATH",
-                   help='then write the "## Learner comparison" section of this file (benchmarks/RESULTS.md)')
+                   help=f'then write the "{HEADING[3:]}" section of this file (benchmarks/RESULTS.md)')
+    p.add_argument("--record-md", default=RECORD, metavar="PATH",
+                   help=f"with --results-md: the experiment's record that gets the whole report (default {RECORD})")
     args = p.parse_args(argv)
     default = QUICK if args.quick else {"seeds": SEEDS, "steps": None, "episodes": EPISODES, "samples": SAMPLES,
                                         "objectives": OBJECTIVES}
@@ -706,7 +709,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             learner={} if steps is None else {"steps": steps},
             command=shlex.join(["python", "-m", "benchmarks.learners", *(sys.argv[1:] if argv is None else argv)]))
         if args.results_md:
-            print(f"written to {write_results_section(out, args.results_md)}")
+            print(f"written to {write_results_section(out, args.results_md, args.record_md)} and {args.record_md}")
     except BenchmarkError as e:
         p.error(str(e))
     print(f"written to {out}")

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +117,15 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     return rows, table
 
 
+def require_heading(results_md: str | Path, heading: str) -> str:
+    """The text of a results file that has ``heading``; an error naming the file otherwise."""
+    path = Path(results_md)
+    text = path.read_text()
+    if heading not in text:
+        raise BenchmarkError(f"{path} has no {heading!r} heading to write under")
+    return text
+
+
 def write_section(results_md: str | Path, heading: str, mark: str, block: list[str],
                   images: Mapping[Path, str]) -> Path:
     """Put a comparison's generated ``block`` (its first line starts with ``mark``, its last is its end
@@ -121,10 +133,9 @@ def write_section(results_md: str | Path, heading: str, mark: str, block: list[s
     replaces it and keeps the reading written around it; ``images`` (source -> file name) are copied
     to ``results/`` next to the file."""
     path = Path(results_md)
-    text = path.read_text()
-    if heading not in text:
-        raise BenchmarkError(f"{path} has no {heading!r} heading to write under")
-    (path.parent / "results").mkdir(exist_ok=True)
+    text = require_heading(path, heading)
+    if images:
+        (path.parent / "results").mkdir(exist_ok=True)
     for source, name in images.items():
         shutil.copyfile(source, path.parent / "results" / name)
     new, end = "\n".join(block), block[-1]
@@ -135,6 +146,62 @@ def write_section(results_md: str | Path, heading: str, mark: str, block: list[s
         text = text[:at] + "\n\n" + new + text[at:]
     path.write_text(text)
     return path
+
+
+def report_sections(report: str, titles: Sequence[str]) -> str:
+    """The ``### `` sections of a report (each up to the next one) whose titles start with one of
+    ``titles``, in the report's order: the part of a long report a results file shows."""
+    parts = [p.strip("\n") for p in re.split(r"(?m)^(?=### )", report) if p.startswith("### ")]
+    for title in titles:
+        if sum(p[4:].startswith(title) for p in parts) != 1:
+            raise BenchmarkError(f"the report has {sum(p[4:].startswith(title) for p in parts)} sections "
+                                 f"titled {title!r}, not one")
+    return "\n\n".join(p for p in parts if p[4:].startswith(tuple(titles)))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A finished comparison as the results files show it: its markers, its command (with the marker of
+    the test that parses it), its machine line, its report, which of the report's sections the results
+    file shows, and its plots as (source, file name under ``results/``, caption)."""
+
+    mark: str
+    begin: str
+    end: str
+    tested_by: str
+    command: str
+    machine: str
+    report: str
+    headline: Sequence[str]
+    plots: Sequence[tuple[Path, str, str]]
+
+
+def write_comparison(comparison: Comparison, results_md: str | Path, heading: str, record_md: str | Path,
+                     record_heading: str) -> Path:
+    """Write a comparison twice: under ``heading`` of the results file its command, machine, headline
+    sections and plots, and a link to the experiment's record; under ``record_heading`` of that record
+    the same with the whole report. Both files keep the reading written around their blocks; both
+    headings are checked before either file changes; the plots go to ``results/`` beside the results
+    file and both files link them there."""
+    results, record = Path(results_md), Path(record_md)
+    require_heading(results, heading)
+    require_heading(record, record_heading)
+    c = comparison
+    images = results.parent / "results"
+
+    def block(md: Path, body: str, tail: list[str]) -> list[str]:
+        where = Path(os.path.relpath(images.resolve(), md.parent.resolve())).as_posix()
+        figures = [line for _, name, caption in c.plots for line in (f"![{caption}]({where}/{name})", "")]
+        return [c.begin, "", c.tested_by, "```bash", c.command, "```", "", c.machine, "", body, "", *figures,
+                *tail, c.end]
+
+    link = Path(os.path.relpath(record.resolve(), results.parent.resolve())).as_posix()
+    write_section(results, heading, c.mark,
+                  block(results, report_sections(c.report, c.headline),
+                        [f"The settings and every table: [the experiment's record]({link}).", ""]),
+                  {source: name for source, name, _ in c.plots})
+    write_section(record, record_heading, c.mark, block(record, c.report.rstrip(), []), {})
+    return results
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:

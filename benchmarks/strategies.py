@@ -2,7 +2,7 @@
 
     python -m benchmarks.strategies --jobs 2      # 6 strategies, 100 episodes per cell (1.1 h on 2 cores)
     python -m benchmarks.strategies --quick       # 10 steps, 10 episodes at 1, 2, 6, 10 objectives: a first look
-    python -m benchmarks.strategies --results-md benchmarks/RESULTS.md   # also fill its "Context strategies" section
+    python -m benchmarks.strategies --results-md benchmarks/RESULTS.md   # also fill its section and the record
 
 Builds: every strategy (``--strategies``) fine-tunes the shipped warm-up (``algorithms/warmup``,
 trained in the memory view) with ``algorithms.sft``: the same oracle episodes rendered in that
@@ -45,7 +45,7 @@ from typing import Any
 
 from algorithms.sft import SHIPPED, SFTConfig, oracle_turns, recipe, warm_up
 from benchmarks.learners import commit, in_parallel, machine
-from benchmarks.report import BenchmarkError, load_run, write_section
+from benchmarks.report import BenchmarkError, Comparison, load_run, write_comparison
 from benchmarks.run import _int_list, build_strategies, evaluate
 from benchmarks.summary import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
@@ -66,7 +66,9 @@ PROMPT = inspect.signature(MemSearchQAEnv).parameters["prompt"].default  # the o
 # zero-shot row replays that comparison's warm-up row.
 MAX_NEW_TOKENS, MAX_TURNS = 256, 14
 COMPARISON, BUILDS = "comparison.json", "builds.json"
-HEADING = "## Context strategies compared"
+HEADING = "## 5. Context strategies compared"  # of RESULTS.md, which shows the HEADLINE sections
+HEADLINE = ("(a) ", "(d) ")
+RECORD, RECORD_HEADING = "docs/experiments/context-strategies.md", "## The tables"  # the whole report
 MARK = "<!-- benchmarks.strategies: generated"
 BEGIN = MARK + " from {out} by benchmarks.strategies.write_results_section; write the reading outside it -->"
 END = "<!-- benchmarks.strategies: end -->"
@@ -361,20 +363,20 @@ def report(out_dir: str | Path) -> dict[str, Any]:
     return result
 
 
-def write_results_section(out_dir: str | Path, results_md: str | Path = "benchmarks/RESULTS.md") -> Path:
-    """Put a finished comparison under RESULTS.md's "## Context strategies compared": command, machine,
-    the tables and the plots (``benchmarks.report.write_section``)."""
+def write_results_section(out_dir: str | Path, results_md: str | Path = "benchmarks/RESULTS.md",
+                          record_md: str | Path = RECORD) -> Path:
+    """Put a finished comparison under RESULTS.md's strategies heading (command, machine, the F1 and
+    total-token tables, the plots) and its whole report under the experiment's record's
+    (``benchmarks.report.write_comparison``)."""
     out = Path(out_dir)
     info = json.loads((out / COMPARISON).read_text())
-    block = [
-        BEGIN.format(out=out), "", TESTED_BY, "```bash", info["command"], "```", "",
+    comparison = Comparison(
+        MARK, BEGIN.format(out=out), END, TESTED_BY, info["command"],
         f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 3600:.1f} h "
-        "(the invocations that ran to the end).", "",
-        (out / "report.md").read_text().rstrip(), "",
-        "![F1 vs objectives, context strategies](results/strategies_f1.png)", "",
-        "![cost vs objectives, context strategies](results/strategies_cost.png)", "", END]
-    images = {out / f"{name}_vs_objectives.png": f"strategies_{name}.png" for name in ("f1", "cost")}
-    return write_section(results_md, HEADING, MARK, block, images)
+        "(the invocations that ran to the end).", (out / "report.md").read_text(), HEADLINE,
+        [(out / "f1_vs_objectives.png", "strategies_f1.png", "F1 vs objectives, context strategies"),
+         (out / "cost_vs_objectives.png", "strategies_cost.png", "cost vs objectives, context strategies")])
+    return write_comparison(comparison, results_md, HEADING, record_md, RECORD_HEADING)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -403,6 +405,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--jobs", type=int, default=1, help="strategies evaluated at once, a process each")
     p.add_argument("--results-md", default=None, metavar="PATH",
                    help=f'then write the "{HEADING[3:]}" section of this file (benchmarks/RESULTS.md)')
+    p.add_argument("--record-md", default=RECORD, metavar="PATH",
+                   help=f"with --results-md: the experiment's record that gets the whole report (default {RECORD})")
     args = p.parse_args(argv)
     quick = QUICK if args.quick else {"fine_tune": {}, "episodes": EPISODES, "objectives": OBJECTIVES}
     flags = {"steps": args.steps, "batch_size": args.batch_size, "microbatch_size": args.microbatch_size,
@@ -418,7 +422,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             warmup=args.warmup, fine_tune=fine_tune, jobs=args.jobs,
             command=shlex.join(["python", "-m", "benchmarks.strategies", *(sys.argv[1:] if argv is None else argv)]))
         if args.results_md:
-            print(f"written to {write_results_section(out, args.results_md)}")
+            print(f"written to {write_results_section(out, args.results_md, args.record_md)} and {args.record_md}")
     except BenchmarkError as e:
         p.error(str(e))
     print(f"written to {out}")

@@ -1,8 +1,8 @@
 """Documents that run: every fenced code block and every inline ``python -m`` command of README.md,
-docs/*.md and benchmarks/RESULTS.md is run here, or at least parsed and validated, or run by the test
-its ``<!-- tested by FILE::TEST -->`` marker names (which must exist). A block or command nobody
-accounts for fails ``test_every_block_is_accounted_for``, naming it: a doc edit cannot slip untested
-code in.
+docs/**/*.md (the experiments' records included) and benchmarks/RESULTS.md is run here, or at least
+parsed and validated, or run by the test its ``<!-- tested by FILE::TEST -->`` marker names (which
+must exist). A block or command nobody accounts for fails ``test_every_block_is_accounted_for``,
+naming it: a doc edit cannot slip untested code in.
 
 How each is checked (``test_the_document_runs``, one document at a time, in the document's order, in
 a fresh folder holding links to the repository's top-level entries, so relative paths resolve and
@@ -78,7 +78,7 @@ PYTHON: dict[tuple[str, str], Run | Compile] = {
         ("episodes=100", "episodes=2"),  # 2 episodes per horizon instead of 100 (2 min)
         ("objectives=[1, 2, 4, 6, 8, 10]", "objectives=[1, 2]"))),
     ("benchmarks/RESULTS.md", "from benchmarks.replay import replay"): Run(),  # on the reduced run above
-    ("docs/learners.md", '"pfull-variant": "hf:FOLDER#max_new_tokens=256"'): Compile(
+    ("docs/experiments/pfull-warm-up.md", '"pfull-variant": "hf:FOLDER#max_new_tokens=256"'): Compile(
         "FOLDER is the reader's fine-tuned policy (the block above builds it in 33 min)"),
 }
 

@@ -9,7 +9,7 @@ import torch
 from algorithms.compute import num_threads
 from algorithms.mempo import load_checkpoint
 from benchmarks import learners
-from benchmarks.learners import HEADING, compare, question_tables, seed_averaged, write_results_section
+from benchmarks.learners import HEADING, RECORD_HEADING, compare, question_tables, seed_averaged, write_results_section
 from benchmarks.report import BenchmarkError
 from benchmarks.summary import mean_ci, summarize
 
@@ -74,16 +74,21 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     with pytest.raises(BenchmarkError, match="other settings.*lr"):  # refused before any training
         smoke(out, policy_dir, lr=0.5)
 
-    # RESULTS.md: the block goes under the heading; a rerun replaces it and keeps what is around it.
-    md = tmp_path / "RESULTS.md"
+    # RESULTS.md gets the headline, the record every table; a rerun replaces both and keeps what is around them.
+    md, record = tmp_path / "RESULTS.md", tmp_path / "docs/experiments/learners.md"
     md.write_text(f"# Results\n\n{HEADING}\n\nThe reading.\n\n## Next\n")
-    write_results_section(out, md)
-    first = md.read_text()
-    assert first.index(HEADING) < first.index("### (a)") < first.index("The reading.") < first.index("## Next")
+    record.parent.mkdir(parents=True)
+    record.write_text(f"# The comparison\n\nWhat was tried.\n\n{RECORD_HEADING}\n")
+    write_results_section(out, md, record)
+    first, kept = md.read_text(), record.read_text()
+    assert first.index(HEADING) < first.index("### Learning") < first.index("The reading.") < first.index("## Next")
+    assert "### MemPO − GRPO" in first and "### (a)" not in first and "(docs/experiments/learners.md)" in first
     assert "python -m benchmarks.learners" not in first and "library call" in first  # the command that made it
     assert all((tmp_path / f"results/learners_{name}.png").is_file() for name in ("curves", "f1", "cost"))
-    write_results_section(out, md)
-    assert md.read_text() == first
+    assert kept.index("What was tried.") < kept.index("### Learning") < kept.index("### (a)")
+    assert "](../../results/learners_curves.png)" in kept and report.rstrip() in kept
+    write_results_section(out, md, record)
+    assert md.read_text() == first and record.read_text() == kept
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -10,7 +10,7 @@ from agents import OracleAgent, WeakAgent
 from benchmarks.run import run_episode
 from mempo_env.tasks.loaders import load_shared
 
-# recall@3 of the oracle's hop queries, measured over every hop of each full set (README table);
+# recall@3 of the oracle's hop queries, measured over every hop of each full set (benchmarks/RESULTS.md, section 2);
 # the floors sit a little under the measurement.
 RECALL_FLOOR = {"hotpotqa": 0.95, "2wiki": 0.97, "musique": 0.92, "2wiki-hipporag": 0.97}
 

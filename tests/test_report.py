@@ -100,3 +100,56 @@ def test_a_results_section_needs_its_heading_and_changes_nothing_without_it(tmp_
         write_section(md, "## Comparison", "<!-- cmp:", ["<!-- cmp: begin -->", "table", "<!-- cmp: end -->"],
                       {image: "cmp.png"})
     assert md.read_text() == "# Results\n\n## Another section\n" and not (tmp_path / "results").exists()
+
+
+def comparison(tmp_path, headline=("A ", "C ")):
+    from benchmarks.report import Comparison
+
+    image = tmp_path / "plot.png"
+    image.write_bytes(b"png")
+    report = "The settings.\n\n### A table\n\n| a |\n\n### B table\n\n| b |\n\n### C table\n\n| c |\n\n- c's verdict.\n"
+    return Comparison("<!-- cmp: generated", "<!-- cmp: generated from runs/x -->", "<!-- cmp: end -->",
+                      "<!-- tested by tests/test_x.py::test_y -->", "python -m cmp", "Machine: here.", report,
+                      headline, [(image, "cmp.png", "a plot")])
+
+
+def test_a_comparison_shows_its_headline_in_the_results_and_all_of_it_in_its_record(tmp_path):
+    from benchmarks.report import write_comparison
+
+    md, record = tmp_path / "benchmarks/RESULTS.md", tmp_path / "docs/experiments/cmp.md"
+    for path, text in ((md, "# Results\n\n## 4. Cmp\n\nThe reading.\n\n## 5. Next\n"),
+                       (record, "# Cmp\n\nWhat was tried.\n\n## The tables\n")):
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    write_comparison(comparison(tmp_path), md, "## 4. Cmp", record, "## The tables")
+    results, kept = md.read_text(), record.read_text()
+    assert results.index("## 4. Cmp") < results.index("python -m cmp") < results.index("### A table")
+    assert results.index("### A table") < results.index("### C table") < results.index("- c's verdict.")
+    assert results.index("- c's verdict.") < results.index("The reading.") < results.index("## 5. Next")
+    assert "### B table" not in results and "The settings." not in results
+    assert "![a plot](results/cmp.png)" in results and (md.parent / "results/cmp.png").read_bytes() == b"png"
+    assert "[the experiment's record](../docs/experiments/cmp.md)" in results
+    assert kept.index("What was tried.") < kept.index("The settings.") < kept.index("### B table")
+    assert "![a plot](../../benchmarks/results/cmp.png)" in kept and not (record.parent / "results").exists()
+    write_comparison(comparison(tmp_path), md, "## 4. Cmp", record, "## The tables")
+    assert md.read_text() == results and record.read_text() == kept
+
+
+def test_a_comparison_changes_neither_file_without_both_headings(tmp_path):
+    from benchmarks.report import BenchmarkError, write_comparison
+
+    md, record = tmp_path / "RESULTS.md", tmp_path / "cmp.md"
+    md.write_text("# Results\n\n## 4. Cmp\n")
+    record.write_text("# Cmp\n")
+    with pytest.raises(BenchmarkError, match="cmp.md has no '## The tables' heading"):
+        write_comparison(comparison(tmp_path), md, "## 4. Cmp", record, "## The tables")
+    assert md.read_text() == "# Results\n\n## 4. Cmp\n" and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("headline, message", [(("D ",), "0 sections titled 'D '"),
+                                               (("",), "3 sections titled ''")])
+def test_a_headline_names_one_section_each(tmp_path, headline, message):
+    from benchmarks.report import BenchmarkError, report_sections
+
+    with pytest.raises(BenchmarkError, match=message):
+        report_sections(comparison(tmp_path).report, headline)

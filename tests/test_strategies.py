@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import strategies
 from benchmarks.report import BenchmarkError
-from benchmarks.strategies import HEADING, TESTED_BY, compare, failures, outcome, write_results_section
+from benchmarks.strategies import HEADING, RECORD_HEADING, TESTED_BY, compare, failures, outcome, write_results_section
 from doc_blocks import code_blocks, python_module_args, shell_commands
 
 TINY = dict(episodes=4, worlds=2, objectives=(2,), steps=1, batch_size=2, microbatch_size=1, warmup_steps=1,
@@ -67,14 +67,19 @@ def test_comparison_builds_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     with pytest.raises(BenchmarkError, match="other settings.*lr"):  # refused before any work
         smoke(out, policy_dir, lr=0.5)
 
-    md = tmp_path / "RESULTS.md"
+    md, record = tmp_path / "RESULTS.md", tmp_path / "docs/experiments/strategies.md"
     md.write_text(f"# Results\n\n{HEADING}\n\nThe reading.\n\n## Next\n")
-    write_results_section(out, md)
-    first = md.read_text()
-    assert first.index(HEADING) < first.index("### (a)") < first.index("The reading.") < first.index("## Next")
-    assert (tmp_path / "results/strategies_f1.png").is_file()
-    write_results_section(out, md)
-    assert md.read_text() == first
+    record.parent.mkdir(parents=True)
+    record.write_text(f"# The strategies\n\nWhat was tried.\n\n{RECORD_HEADING}\n")
+    write_results_section(out, md, record)
+    first, kept = md.read_text(), record.read_text()
+    assert first.index(HEADING) < first.index("### (a)") < first.index("### (d)") < first.index("The reading.")
+    assert first.index("The reading.") < first.index("## Next") and "### (h)" not in first
+    assert (tmp_path / "results/strategies_f1.png").is_file() and "(docs/experiments/strategies.md)" in first
+    assert kept.index("What was tried.") < kept.index("### (a)") < kept.index("### (h)")
+    assert "](../../results/strategies_f1.png)" in kept
+    write_results_section(out, md, record)
+    assert md.read_text() == first and record.read_text() == kept
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -140,7 +145,7 @@ def test_the_documented_strategy_commands_parse(monkeypatch):
     """Every benchmarks.strategies command that the documents print, parsed by the program itself."""
     parsed = []
     monkeypatch.setattr(strategies, "compare", lambda out, **settings: parsed.append(settings) or {})
-    monkeypatch.setattr(strategies, "write_results_section", lambda out, path: path)  # nothing written
+    monkeypatch.setattr(strategies, "write_results_section", lambda out, path, record: path)  # nothing written
     blocks = [b for b in code_blocks() if b.tested_by == TESTED_BY[len("<!-- tested by "):-len(" -->")]]
     assert {b.file for b in blocks} >= {"docs/environment.md", "benchmarks/RESULTS.md"}
     for block in blocks:
