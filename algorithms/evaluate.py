@@ -47,7 +47,18 @@ def greedy_and_sampled(backend: PolicyBackend, task: QATask, *, episodes: int, s
             evaluate_policy(backend, task, episodes=episodes, temperature=temperature, samples=samples, **settings))
 
 
-def per_question(infos: Sequence[dict[str, Any]], samples: int, metric: str = "f1") -> list[float]:
-    """``metric`` of each question, averaged over its ``samples`` episodes (``evaluate_policy``'s order)."""
-    values = [float(i[metric]) for i in infos]
-    return [float(np.mean(values[q : q + samples])) for q in range(0, len(values), samples)]
+def per_question(infos: Sequence[dict[str, Any]], samples: int, metric: str = "f1") -> list[float | None]:
+    """``metric`` of each question, averaged over its ``samples`` episodes (``evaluate_policy``'s order).
+    A recall (``episode_memory_recall``) is ``None`` in an episode that found no evidence: averaged over
+    the episodes that found some, ``None`` for a question where none did."""
+    values = [i[metric] for i in infos]
+    means = []
+    for q in range(0, len(values), samples):
+        found = [float(v) for v in values[q : q + samples] if v is not None]
+        means.append(float(np.mean(found)) if found else None)
+    return means
+
+
+def defined(values: Sequence[float | None]) -> list[float]:
+    """The values that are not ``None`` (the questions where a recall is defined)."""
+    return [v for v in values if v is not None]

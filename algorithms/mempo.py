@@ -303,7 +303,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
     from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, shuffled_within_groups
     from algorithms.batch import build_samples, generated_tokens
     from algorithms.compute import Setting, candidates, fastest, num_threads
-    from algorithms.evaluate import greedy_and_sampled, per_question
+    from algorithms.evaluate import defined, greedy_and_sampled, per_question
     from algorithms.loss import ppo_loss
     from algorithms.memory_reward import answer_probabilities, scored_turns
     from algorithms.prefix_tree import pack_logprobs, packs, sequence_logprobs
@@ -380,8 +380,10 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
         began = time.perf_counter()
         with num_threads(generation.threads):
             greedy, sampled = greedy_and_sampled(backend, test, episodes=cfg.curve_questions, **evaluation)
+        recall = defined(per_question(sampled, cfg.eval_samples, "episode_memory_recall"))
         greedy, sampled = per_question(greedy, 1), per_question(sampled, cfg.eval_samples)
         point = {"step": step, "greedy_f1": mean_ci(greedy), "sampled_f1": mean_ci(sampled),
+                 "sampled_memory_recall": mean_ci(recall) if recall else None,
                  "per_question": {"greedy": greedy, "sampled": sampled}}
         with curve_path.open("a") as f:
             f.write(json.dumps(point) + "\n")
@@ -476,6 +478,9 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
             "score": float(np.mean([r.score for r in rollouts])),
             "em": float(np.mean([i["em"] for i in infos])),
             "f1": float(np.mean([i["f1"] for i in infos])),
+            # of the gold evidence each rollout found, the share its <mem> kept (mempo_env.recall)
+            "memory_recall": (float(np.mean(found)) if (found := [i["episode_memory_recall"] for i in infos
+                                                                 if i["episode_memory_recall"] is not None]) else None),
             "format_ok": float(np.mean([i["format_ok"] for i in infos])),
             "turns": float(np.mean([i["n_turns"] for i in infos])),
             "total_tokens": float(np.mean([i["total_tokens"] for i in infos])),
@@ -511,24 +516,30 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
         result["eval"] = {row["agent"]: row for row in rows}
         f1 = {name: per_question(episodes, cfg.eval_samples) for name, episodes in sampled.items()}
         result["sampled_f1"] = {name: mean_ci(values) for name, values in f1.items()}
+        recall = {name: defined(per_question(episodes, cfg.eval_samples, "episode_memory_recall"))
+                  for name, episodes in sampled.items()}
+        result["sampled_memory_recall"] = {name: mean_ci(values) if values else None for name, values in recall.items()}
         # Both policies answered the same questions, in order: the per-question difference is the sharper test.
         result["gain"] = {m: mean_ci([b[m] - a[m] for a, b in zip(infos["start"], infos["trained"])])
                           for m in ("em", "f1")}
         result["gain"]["sampled_f1"] = mean_ci([b - a for a, b in zip(f1["start"], f1["trained"])])
         record = {"task": test.name, "rows": jsonable(rows), "gain": result["gain"], "samples": cfg.eval_samples,
                   "temperature": cfg.temperature, "sampled_f1": result["sampled_f1"],
-                  "episodes": {name: [{m: i[m] for m in ("em", "f1", "total_tokens")} for i in episodes]
+                  "sampled_memory_recall": result["sampled_memory_recall"],
+                  "episodes": {name: [{m: i[m] for m in ("em", "f1", "total_tokens", "episode_memory_recall")}
+                                      for i in episodes]
                                for name, episodes in infos.items()},  # per question: runs compare paired
                   "sampled_per_question": f1}
         (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
-        sampled_rows = "\n".join(f"| {name} | {100 * m:.1f} ± {100 * ci:.1f} |"
-                                  for name, (m, ci) in result["sampled_f1"].items())
+        sampled_rows = "\n".join(f"| {name} | {percent(f1_ci)} | {percent(result['sampled_memory_recall'][name])} |"
+                                  for name, f1_ci in result["sampled_f1"].items())
         gains = ", ".join(f"{label} {100 * g:+.1f} ± {100 * ci:.1f} points" for label, (g, ci) in
                           zip(("greedy EM", "greedy F1", "sampled F1"), result["gain"].values()))
         text = (f"Greedy, one episode per question:\n\n{markdown_table(rows)}\n\n"
                 f"Sampled at temperature {cfg.temperature}, {cfg.eval_samples} episodes per question "
-                f"(F1 %, mean ± 95% Student-t half-width over the {cfg.eval_episodes} questions):\n\n"
-                f"| policy | sampled F1 % |\n|---|---|\n{sampled_rows}\n\n"
+                f"(mean ± 95% Student-t half-width over the {cfg.eval_episodes} questions; memory recall: of the "
+                f"gold evidence found, the share each turn's <mem> kept, over the questions that found some):\n\n"
+                f"| policy | sampled F1 % | sampled memory recall % |\n|---|---|---|\n{sampled_rows}\n\n"
                 f"trained - start, paired on the same questions (95% Student-t interval): {gains}")
         (run_dir / "eval.md").write_text(text + "\n")
         tracker.log({f"eval/{name}_{m}": row[m][0] for name, row in result["eval"].items() for m in ("em", "f1")}
@@ -537,6 +548,11 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
     tracker.close()
     print(f"written to {run_dir}")
     return result
+
+
+def percent(value: tuple[float, float] | None) -> str:
+    """A (mean, 95% half-width) fraction as ``"89.5 ± 5.3"`` percent; ``"n/a"`` for ``None`` (nothing to average)."""
+    return "n/a" if value is None else f"{100 * value[0]:.1f} ± {100 * value[1]:.1f}"
 
 
 def resumed(cfg: Config, algo: str, argv: list[str] | None, prog: str, description: str) -> Config:

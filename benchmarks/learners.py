@@ -267,7 +267,9 @@ def seed_averaged(records: list[dict[str, Any]], metrics: Sequence[str] = METRIC
     averaged = []
     for rs in groups.values():
         row = {k: rs[0][k] for k in ("agent", "context", "objectives", "episode") if k in rs[0]}
-        row.update({m: math.fsum(float(r[m]) for r in rs) / len(rs) for m in metrics if all(m in r for r in rs)})
+        # a recall is None in an episode that found no evidence: averaged over the seeds that found some
+        values = {m: [float(r[m]) for r in rs if r[m] is not None] for m in metrics if all(m in r for r in rs)}
+        row.update({m: math.fsum(v) / len(v) if v else None for m, v in values.items()})
         averaged.append(row)
     return averaged
 

@@ -16,6 +16,10 @@ strategies (``--context memory,full,window:4,summary``; ``mempo_env.context``) a
 questions. The episodes of a cell run in lockstep, ``--batch`` at a time, so a model agent
 generates one batch per turn (``act_batch``).
 
+Memory content (``mempo_env.recall``): each episode's memory and context recall, the share of the gold
+evidence found so far that a turn's ``<mem>`` and its prompt hold, averaged over its turns, in the table
+and ``results.json`` (``memory_per_turn`` in the log has each turn's counts).
+
 Costs: characters always; tokens (TT, PT) when ``--tokenizer`` names a Hugging Face tokenizer,
 which should be the evaluated model's own. The turn budget of a k-objective episode is
 ``max(--max-turns, --turns-per-objective * k)``, so that at 10 objectives the budget, not memory,
@@ -53,7 +57,8 @@ OBJECTIVES = (1, 2, 4, 6, 8, 10)
 LOCK = "run.lock"
 CONTEXTS = ("memory", "full")
 KEEP = ("answer", "score", "aligned_score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow",
-        "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens", "context_events")
+        "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens", "context_events",
+        "episode_memory_recall", "episode_context_recall", "memory_recall_turns", "evidence_items", "memory_per_turn")
 
 
 def episode_record(env: gym.Env, info: dict[str, Any]) -> dict[str, Any]:

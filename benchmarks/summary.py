@@ -15,19 +15,25 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 METRICS = ("em", "f1", "format_ok", "context_overflow", "n_turns", "n_searches", "total_chars", "peak_chars",
-           "total_tokens", "peak_tokens")
+           "total_tokens", "peak_tokens", "episode_memory_recall", "episode_context_recall")
+# Defined only for an episode that found some gold evidence (mempo_env.recall): averaged over those episodes.
+WHERE_FOUND = ("episode_memory_recall", "episode_context_recall")
 GROUP = ("agent", "context", "objectives")
 # Column headers. TT and PT are the paper's names for token counts; character counts say so.
 LABELS = {"em": "EM %", "f1": "F1 %", "format_ok": "format ok %",
           "context_overflow": "overflow %", "n_turns": "turns", "n_searches": "searches",
           "total_chars": "total chars", "peak_chars": "peak chars", "total_tokens": "TT tokens",
-          "peak_tokens": "PT tokens"}
-PERCENT = ("em", "f1", "format_ok", "context_overflow")
+          "peak_tokens": "PT tokens", "episode_memory_recall": "memory recall %",
+          "episode_context_recall": "context recall %"}
+PERCENT = ("em", "f1", "format_ok", "context_overflow", *WHERE_FOUND)
 CONFIDENCE = 0.95
 FOOTNOTE = ("Cells: mean [95% interval] over episodes. % columns: Wilson score interval where every episode "
             "scored 0 or 1 (always for format ok and overflow, and EM at 1 objective), otherwise Student-t cut to "
             "[0, 100]; other columns: Student-t, cut at 0; n/a: one episode. EM at k objectives: the mean over "
             "episodes of the fraction of an episode's k answers that match exactly.")
+RECALL_NOTE = ("Memory (context) recall: of the gold evidence found so far, the share the turn's <mem> (the prompt it "
+               "was written from) holds, averaged over an episode's turns with some found, then over the episodes with "
+               "some found (docs/environment.md#memory-content).")
 
 
 class Interval(NamedTuple):
@@ -69,7 +75,9 @@ def interval(values: Sequence[float], bounded: bool = False) -> Interval:
 
 def summarize(records: list[dict[str, Any]], group: Sequence[str] = GROUP) -> list[dict[str, Any]]:
     """One row per ``group`` key (objectives sorted numerically) with ``{metric: Interval}`` and
-    the episode count. A metric appears only where every episode of the row has it."""
+    the episode count. A metric appears only where every episode of the row has it, except the recalls
+    (``WHERE_FOUND``), averaged over the episodes where they are not ``None`` (some evidence found);
+    ``{metric}_episodes`` counts those."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         groups[tuple(r[g] for g in group)].append(r)
@@ -78,7 +86,11 @@ def summarize(records: list[dict[str, Any]], group: Sequence[str] = GROUP) -> li
         eps = groups[key]
         row: dict[str, Any] = dict(zip(group, key), episodes=len(eps))
         for m in METRICS:
-            if all(m in e for e in eps):
+            if m in WHERE_FOUND:
+                values = [float(e[m]) for e in eps if e.get(m) is not None]
+                if values:
+                    row[m], row[f"{m}_episodes"] = interval(values, True), len(values)
+            elif all(m in e for e in eps):
                 row[m] = interval([float(e[m]) for e in eps], m in PERCENT)
         rows.append(row)
     return rows
@@ -105,7 +117,8 @@ def markdown_table(rows: list[dict[str, Any]], group: Sequence[str] = GROUP) -> 
         cells = [str(r[g]) for g in group] + [str(r["episodes"])]
         cells += [cell_text(r[m], m) if m in r else "" for m in metrics]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines + ["", FOOTNOTE])
+    note = FOOTNOTE + (" " + RECALL_NOTE if any(m in WHERE_FOUND for m in metrics) else "")
+    return "\n".join(lines + ["", note])
 
 
 def cell_text(value: Interval, metric: str) -> str:

@@ -6,7 +6,8 @@ returns the chat messages the policy conditions on next, built by a context stra
 (``mempo_env.context``): the whole history (``context="full"``), the memory-forcing view of
 ``prepare_prompt`` (``context="memory"``), the last K turns (``"window:K"``), ReSum's summaries
 (``"summary"``) or a strategy of the user's. ``info`` carries both spec snapshots (``full_context``,
-``mem_context``) at every turn whatever the strategy, and the score and token costs at the end.
+``mem_context``) at every turn whatever the strategy, how much of the gold evidence found so far the
+turn's memory and context keep (``mempo_env.recall``), and the score and token costs at the end.
 Reward: at the final answer, the number of exactly matched sub-answers, 0 unless the whole
 trajectory passes the format gate. Special-token and tool-tag look-alikes in model text make a turn
 invalid (rule 5) and, like any in a document, reach no message in their original form
@@ -32,6 +33,7 @@ import numpy as np
 from mempo_env.context import ContextEvent, ContextStrategy, History, make_strategy
 from mempo_env.prompts import get_prompt
 from mempo_env.protocol import Turn, check_trajectory, corrective_message, neutralize, parse_turn
+from mempo_env.recall import MemoryRecall
 from mempo_env.retrieval import Hit, Retriever, make_retriever, render_hits
 from mempo_env.reward import score_answer
 from mempo_env.spaces import ChatMessages, FreeText
@@ -184,6 +186,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self._n_searches = self._n_invalid = 0
         self._cost = {"total_chars": 0, "peak_chars": 0, "total_tokens": 0, "peak_tokens": 0}
         self._history, self._events = History(questions, self._messages), []
+        self._recall = MemoryRecall(self._records)
         self._prompt = []
         self._next_prompt()
         self._done = False
@@ -272,6 +275,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self._n_invalid += not turn.valid
         self._n_searches += turn.valid and turn.action == "search"
         self._account(seen_by_policy, action, self._obs_tokens)
+        recall = self._recall.measure(turn.mem, seen_by_policy)  # against what earlier replies showed
+        self._recall.observe(doc_ids, reply)
         # Stored inert, so no chat template renders a forged turn from it; a valid turn is unchanged.
         new = [{"role": "assistant", "content": neutralize(action)}]
         new += [] if reply is None else [{"role": "user", "content": reply}]
@@ -302,6 +307,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
             "context_event": event,
             "objectives": self._objectives,
             "replaced_surrogates": replaced,
+            **recall,
         }
         reward = 0.0
         if self._done:
@@ -438,6 +444,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
             **self._cost,
             "observation_overflow": too_big,
             "context_events": list(self._events),
+            **self._recall.episode(),
         }
         if self.tokenizer is None:
             del final["total_tokens"], final["peak_tokens"]
