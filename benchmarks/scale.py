@@ -139,12 +139,13 @@ def serve_and_load(cmd: list[str], env: dict[str, str], queries: Path, seconds: 
                      for part in ([clients] if clients == 1 else [clients // 2, clients - clients // 2])]
             parts = [json.loads(p.communicate()[0]) for p in procs]
             lat = [x for p in parts for x in p["latencies"]]
-            out[clients] = {"qps": len(lat) / max(p["wall"] for p in parts),
+            out[str(clients)] = {"qps": len(lat) / max(p["wall"] for p in parts),
                             "n_errors": sum(p["n_errors"] for p in parts),
                             "p50_ms": 1e3 * float(np.percentile(lat, 50)),
                             "p99_ms": 1e3 * float(np.percentile(lat, 99))}
-            print(f"    {clients:>3} clients: {out[clients]['qps']:.0f} q/s, p50 {out[clients]['p50_ms']:.1f} ms",
-                  file=sys.stderr, flush=True)
+            level = out[str(clients)]
+            print(f"    {clients:>3} clients: {level['qps']:.0f} q/s, p50 {level['p50_ms']:.1f} ms", file=sys.stderr,
+                  flush=True)
         return out
     finally:
         proc.terminate()
@@ -216,7 +217,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             if impl not in row:
                 continue
             m = row[impl]
-            server = " | ".join(f"{m['server'][c]['qps']:.0f}" for c in CLIENTS)
+            server = " | ".join(f"{m['server'][str(c)]['qps']:.0f}" for c in CLIENTS)
             lines.append(f"| {row['passages']:,} | {impl} | {m['build_s']:.0f} | {m['build_rss_gb']:.1f} | "
                          f"{m['disk_bytes'] / 1e9:.2f} | {m['load_s']:.1f} | {m['rss_gb']:.1f} | "
                          f"{m['single_p50_ms']:.2f} / {m['single_p99_ms']:.2f} | {m['batched_ms_per_query']:.3f} | "
