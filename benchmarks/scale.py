@@ -40,12 +40,11 @@ started = time.perf_counter()
 if impl == "new":
     from mempo_env.retrieval.index import BM25Index
     one, many = BM25Index(where, threads=1), BM25Index(where)
-    search = lambda r, qs: r.search(qs, 3)
 else:
     from mempo_env.retrieval.bm25 import BM25Retriever
     from mempo_env.tasks.loaders import load_corpus
     one = many = BM25Retriever(load_corpus(corpus), cache_dir=where)
-    search = lambda r, qs: r.search(qs, 3)
+search = lambda r, qs: r.search(qs, 3)
 load_s = time.perf_counter() - started
 single = []
 for q in queries[: int(sys.argv[5])]:

@@ -1,14 +1,18 @@
-"""A JSON HTTP server on 127.0.0.1 for client tests: each request goes to ``app(method, path, body)``,
-which returns ``(status, body)`` or ``(status, body, headers)`` (a dict or list is sent as JSON, a string
-as text)."""
+"""HTTP servers for client tests. ``serve``: a JSON server on 127.0.0.1 where each request goes to
+``app(method, path, body)``, which returns ``(status, body)`` or ``(status, body, headers)`` (a dict or
+list is sent as JSON, a string as text). ``serving``: any ``socketserver`` server run in a thread.
+``startup_url``: the URL a server program logs when it is up."""
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import BaseServer
 from typing import Any
 
 App = Callable[[str, str, Any], "tuple[int, Any] | tuple[int, Any, dict[str, str]]"]
@@ -62,3 +66,26 @@ def serve(app: App) -> Iterator[tuple[str, list[dict[str, str]]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def serving(server: BaseServer) -> Iterator[str]:
+    """Run ``server`` in a thread; yield its base URL; shut it down after."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def startup_url(proc: subprocess.Popen) -> tuple[str, list[str]]:
+    """The ``http://.../retrieve`` URL a server program logs on stderr once it serves, and the lines
+    read until then; fails with those lines if the program ends first."""
+    output = []
+    for line in proc.stderr:  # type: ignore[union-attr]
+        output.append(line)
+        if url := re.search(r"http://\S+/retrieve", line):
+            return url.group(), output
+    raise AssertionError("the server ended before serving:\n" + "".join(output))

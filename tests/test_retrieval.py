@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from mempo_env.retrieval.cache import RecordReplayRetriever
 from mempo_env.retrieval.remote import RemoteRetriever
 from mempo_env.retrieval.server import make_server
 from mempo_env.types import Document
+from tests.fake_server import serving, startup_url
 
 CORPUS = [
     Document("d1", "Paris", "Paris is the capital and largest city of France."),
@@ -182,18 +181,6 @@ def test_bm25_interrupted_cache_write_publishes_nothing(tmp_path: Path, monkeypa
 
 # (request number from 1, request body) -> (status, body) or (status, body, headers)
 Respond = Callable[[int, dict], tuple[int, bytes]]
-
-
-@contextmanager
-def serving(server: ThreadingHTTPServer) -> Iterator[str]:
-    """Run ``server`` in a thread; yield its base URL."""
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -364,13 +351,8 @@ def test_server_cli_serves_a_corpus_file(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "mempo_env.retrieval.server", "--corpus", str(corpus), "--port", "0", "--topk", "1"]
     with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) as proc:
         try:
-            output, url = [], None
-            for line in proc.stderr:  # until the startup line, or EOF if the server died
-                output.append(line)
-                if url := re.search(r"http://\S+/retrieve", line):
-                    break
-            assert url, "".join(output)
-            with fast_client(url.group()) as remote:
+            url, _ = startup_url(proc)
+            with fast_client(url) as remote:
                 assert ids(remote.search(["Who wrote Hamlet?"], topk=5)[0])[0] == "d3"
         finally:
             proc.terminate()

@@ -8,15 +8,12 @@ and fail over across replicas without ever turning a failure into an empty hit l
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -29,7 +26,7 @@ from mempo_env.retrieval.index import BM25Index, build_index
 from mempo_env.retrieval.remote import RemoteRetriever
 from mempo_env.retrieval.server import Batcher, make_server
 from mempo_env.tasks import make_generated_task
-from tests.fake_server import serve
+from tests.fake_server import serve, serving, startup_url
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = make_generated_task("train").corpus
@@ -48,17 +45,6 @@ def local() -> BM25Retriever:
 
 def ids(results: list[list[Hit]]) -> list[list[str]]:
     return [[h.document.id for h in hits] for hits in results]
-
-
-@contextmanager
-def serving(server) -> Iterator[str]:
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class Gated:
@@ -261,14 +247,9 @@ def test_cli_serves_an_index_from_worker_processes_and_stops_when_one_dies(index
            "--workers", "2", "--threads", "1"]
     with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) as proc:
         try:
-            output, url = [], None
-            for line in proc.stderr:  # until the startup line, or EOF if the server died
-                output.append(line)
-                if url := re.search(r"http://\S+/retrieve", line):
-                    break
-            assert url, "".join(output)
+            url, output = startup_url(proc)
             assert "2 worker(s)" in output[-1]
-            with RemoteRetriever(url.group(), attempts=2, backoff=0.0, timeout=(1.0, 5.0)) as client:
+            with RemoteRetriever(url, attempts=2, backoff=0.0, timeout=(1.0, 5.0)) as client:
                 with ThreadPoolExecutor(8) as pool:
                     got = list(pool.map(lambda q: client.search([q], 3)[0], QUERIES[:16]))
                 assert ids(got) == ids(local.search(QUERIES[:16], 3))

@@ -13,8 +13,8 @@ them, whose threads then share the cores; each request gets its own slice back. 
 forks N processes on one listening socket, each with its own batcher, for when JSON and HTTP work
 (which hold Python's interpreter lock) rather than scoring are the limit; they share one memory-mapped
 index through the page cache. A request with more than ``max_queries`` queries or ``max_bytes`` of
-body is refused (413) before it is read: the client splits large batches
-(``mempo_env.retrieval.remote.MAX_BATCH``).
+body is refused (413) before it is scored, an oversized body before it is read; the client splits
+large batches (``mempo_env.retrieval.remote.MAX_BATCH``).
 """
 
 from __future__ import annotations
@@ -186,7 +186,6 @@ class RetrievalServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], retriever: Retriever, default_topk: int, *, window: float = 0.0,
                  max_batch: int = 4096, max_queries: int = MAX_QUERIES, max_bytes: int = MAX_BYTES) -> None:
         super().__init__(address, _Handler)
-        self.retriever = retriever
         self.batcher = Batcher(retriever, window=window, max_batch=max_batch)
         self.default_topk, self.max_queries, self.max_bytes = default_topk, max_queries, max_bytes
 
