@@ -264,6 +264,22 @@ def test_cli_serves_an_index_from_worker_processes_and_stops_when_one_dies(index
             proc.kill()
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers through /proc")
+def test_a_terminated_cli_server_takes_its_workers_with_it(index_dir: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "mempo_env.retrieval.server", "--index", str(index_dir), "--port", "0", "--workers", "2"]
+    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        try:
+            startup_url(proc)
+            wait_until(lambda: len(children(proc.pid)) == 2)
+            workers = children(proc.pid)
+            proc.terminate()
+            proc.wait(10)
+            assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+        finally:
+            proc.kill()
+
+
 def test_cli_refuses_a_folder_that_is_not_an_index(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "mempo_env.retrieval.server", "--index", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)

@@ -224,7 +224,7 @@ def _top(docs: np.ndarray, scores: np.ndarray, topk: int) -> tuple[np.ndarray, n
         kth = np.partition(scores, -topk)[-topk]
         docs, scores = docs[scores >= kth], scores[scores >= kth]
     best = np.lexsort((docs, -scores))[:topk]
-    return docs[best], scores[best]
+    return docs[best].astype(np.int64), scores[best]
 
 
 class BM25Index:
@@ -299,63 +299,91 @@ class BM25Index:
                 for r in part]
 
     def _rank_one(self, term_ids: list[int], topk: int) -> tuple[np.ndarray, np.ndarray]:
-        """MaxScore (Turtle and Flood, 1995), exact: the rarest term's documents, fully scored, give a
-        lower bound on the k-th best score; the frequent terms whose largest weights together stay
-        below it cannot lift a document that has none of the other terms into the top k, so only the
-        other terms' documents are candidates. A candidate's score adds its weights in query order
-        in float32, the additions bm25s makes: scores, and so ties, are bit for bit bm25s's."""
+        """MaxScore (Turtle and Flood, 1995), exact. The rarest term's documents, fully scored, give a
+        lower bound on the k-th best score. Any other document's score is at most the weights it has
+        of the other terms: the frequent terms whose largest weights together stay below the bound
+        cannot lift a document into the top k alone, so only the other terms' documents are
+        candidates, and of those only the ones whose weights of those terms, plus the frequent terms'
+        largest, reach the bound are scored. A score adds its weights in query order in float32, the
+        additions bm25s makes: scores, and so ties, are bit for bit bm25s's."""
         if not term_ids:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         terms = sorted(set(term_ids), key=lambda t: self._indptr[t + 1] - self._indptr[t])
-        rarest = self._posting(terms[0])[0]
-        if len(rarest) > PRUNE_BELOW:  # every term frequent: the exhaustive sum costs no more
+        seed = self._posting(terms[0])[0]
+        if len(seed) > PRUNE_BELOW:  # every term frequent: the exhaustive sum costs no more
             return self._rank_exhaustive(term_ids, topk)
+        seed_scores = self._score(seed, term_ids)
+        if len(terms) == 1:
+            return _top(seed, seed_scores, topk)
+        bound = float(np.partition(seed_scores, -topk)[-topk]) if len(seed) >= topk else 0.0
         count = {t: term_ids.count(t) for t in terms}
-        bound = 0.0
-        if len(terms) > 1 and len(rarest) >= topk:
-            seed = self._score(rarest.astype(np.int64), term_ids)
-            bound = float(np.partition(seed, -topk)[-topk])
         # terms by their largest weight, lowest first: the longest run whose bounds sum below the k-th
         # best (with a margin far above float32 rounding) is left out of the candidates
-        by_bound = sorted(terms, key=lambda t: float(self._max_weights[t]))
-        total, essential = 0.0, []
-        for t in by_bound:
+        total, rest, essential = 0.0, 0.0, []
+        for t in sorted(terms, key=lambda t: float(self._max_weights[t])):
             total += float(self._max_weights[t]) * count[t]
             if total * (1 + 1e-5) >= bound:
                 essential.append(t)
-        lists = [self._posting(t)[0] for t in essential]
-        if sum(map(len, lists)) > PRUNE_BELOW:
-            return self._rank_exhaustive(term_ids, topk)
-        docs = lists[0].astype(np.int64) if len(lists) == 1 else np.unique(np.concatenate(lists)).astype(np.int64)
-        return _top(docs, self._score(docs, term_ids), topk)
+            else:
+                rest = total
+        others = [t for t in essential if t != terms[0]]
+        if not others:
+            return _top(seed, seed_scores, topk)
+        acc = self._accumulator()
+        acc[seed] = -np.inf  # scored already: never a candidate again
+        found = []
+        for t in others:
+            docs, weights = self._posting(t)
+            before = acc[docs]
+            found.append(docs[before == 0])  # weights are > 0: a document is new while its sum is 0
+            acc[docs] = before + weights * np.float32(count[t])
+        docs = found[0] if len(found) == 1 else np.concatenate(found)
+        upper = acc[docs].astype(np.float64) + rest
+        acc[docs] = acc[seed] = 0  # ready for the next query, at the cost of this one's documents only
+        docs = np.sort(docs[upper * (1 + 1e-5) >= bound])
+        return _top(np.concatenate([seed, docs]), np.concatenate([seed_scores, self._score(docs, term_ids)]), topk)
+
+    def _accumulator(self) -> np.ndarray:
+        """This thread's float32 array over every document, all zeros between queries."""
+        acc = getattr(self._local, "acc", None)
+        if acc is None:
+            acc = self._local.acc = np.zeros(self.meta["num_docs"], dtype=np.float32)
+        return acc
 
     def _posting(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         s, e = int(self._indptr[t]), int(self._indptr[t + 1])
         return self._postings[s:e], self._weights[s:e]
 
     def _score(self, docs: np.ndarray, term_ids: list[int]) -> np.ndarray:
-        """The float32 scores of ``docs`` (ascending), each term's weight looked up in its sorted postings."""
+        """The float32 scores of ``docs`` (int32, ascending), each term's weights found by binary search
+        of the shorter of its postings and ``docs`` in the other (the same dtype: numpy would copy a
+        list to search it with other ones)."""
         scores = np.zeros(len(docs), dtype=np.float32)
+        if not len(docs):
+            return scores
         for t in term_ids:
             postings, weights = self._posting(t)
-            at = np.minimum(np.searchsorted(postings, docs), len(postings) - 1)
-            scores += np.where(postings[at] == docs, weights[at], np.float32(0))  # x + 0 is x: absent adds nothing
+            if len(postings) < len(docs):
+                at = np.minimum(np.searchsorted(docs, postings), len(docs) - 1)
+                hit = docs[at] == postings
+                scores[at[hit]] += weights[hit]  # docs are distinct: one addition each, as below
+            else:
+                at = np.minimum(np.searchsorted(postings, docs), len(postings) - 1)
+                scores += np.where(postings[at] == docs, weights[at], np.float32(0))  # x + 0 is x
         return scores
 
     def _rank_exhaustive(self, term_ids: list[int], topk: int) -> tuple[np.ndarray, np.ndarray]:
         """Every posting of every term added into a per-thread accumulator, touching only those documents."""
-        acc = getattr(self._local, "acc", None)
-        if acc is None:
-            acc = self._local.acc = np.zeros(self.meta["num_docs"], dtype=np.float32)
+        acc = self._accumulator()
         found = []
         for t in term_ids:  # in query order, a repeated word twice: the additions bm25s makes, in its order
             docs, weights = self._posting(t)
             before = acc[docs]
-            found.append(docs[before == 0])  # weights are > 0: a document is new while its sum is 0
+            found.append(docs[before == 0])
             acc[docs] = before + weights
-        docs = np.concatenate(found).astype(np.int64)
+        docs = np.concatenate(found)
         scores = acc[docs]
-        acc[docs] = 0  # ready for the next query, at the cost of this one's documents only
+        acc[docs] = 0
         return _top(docs, scores, topk)
 
     def search(self, queries: list[str], topk: int) -> list[list[Hit]]:

@@ -1,6 +1,6 @@
 """A retrieval server speaking Search-R1's ``POST /retrieve`` protocol, backed by BM25.
 
-    python -m mempo_env.retrieval.server --index indexes/wiki18 [--workers 2 --port 8000 --topk 3]
+    python -m mempo_env.retrieval.server --index indexes/wiki18 [--port 8000 --topk 3 --workers N]
     python -m mempo_env.retrieval.server --corpus corpus.jsonl
 
 Request ``{"queries": [...], "topk": k, "return_scores": bool}``; response ``{"result": [[...], ...]}``
@@ -9,10 +9,10 @@ Search-R1). ``doc`` carries Search-R1's ``id``/``contents`` plus exact ``title``
 
 Requests that arrive together are scored together: a ``Batcher`` thread takes every query waiting
 when it becomes free (after an optional ``window`` for more to join) and makes one retriever call of
-them, whose threads then share the cores; each request gets its own slice back. ``--workers N``
-forks N processes on one listening socket, each with its own batcher, for when JSON and HTTP work
-(which hold Python's interpreter lock) rather than scoring are the limit; they share one memory-mapped
-index through the page cache. A request with more than ``max_queries`` queries or ``max_bytes`` of
+them; each request gets its own slice back. ``--workers N`` (default: the cores) forks N processes
+on one listening socket, each with its own batcher and its share of the cores as scoring threads:
+HTTP and JSON hold Python's interpreter lock, so processes, not threads, put every core to work
+(measured in ``benchmarks.scale``). They share one memory-mapped index through the page cache. A request with more than ``max_queries`` queries or ``max_bytes`` of
 body is refused (413) before it is scored, an oversized body before it is read; the client splits
 large batches (``mempo_env.retrieval.remote.MAX_BATCH``).
 """
@@ -197,6 +197,10 @@ def make_server(retriever: Retriever, host: str = "127.0.0.1", port: int = 8000,
     return RetrievalServer((host, port), retriever, topk, **limits)
 
 
+def _interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(server: RetrievalServer, workers: int = 1) -> None:
     """Serve until interrupted, in this process or in ``workers`` forked ones sharing the socket (and
     the memory-mapped index, through the page cache). A worker that dies stops them all: a server that
@@ -220,6 +224,7 @@ def serve(server: RetrievalServer, workers: int = 1) -> None:
             finally:
                 os._exit(1)
         children.append(pid)
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated server must not leave its workers serving
     try:
         pid, status = os.wait()
         log.error("worker %d ended (exit code %d); stopping the others", pid, os.waitstatus_to_exitcode(status))
@@ -244,14 +249,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--topk", type=int, default=3, help="used when a request omits topk")
-    parser.add_argument("--workers", type=int, default=1, help="server processes on the one socket (default 1)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="server processes on the one socket (default: the cores)")
     parser.add_argument("--threads", type=int, default=0,
-                        help="scoring threads per worker, --index only (default: the cores, at most 4)")
+                        help="scoring threads per worker, --index only (default: the cores over the workers)")
     parser.add_argument("--window", type=float, default=0.0,
                         help="seconds a batch waits for more requests to join (default 0: none)")
     parser.add_argument("--max-queries", type=int, default=MAX_QUERIES, help="queries a request may hold")
     parser.add_argument("--max-bytes", type=int, default=MAX_BYTES, help="bytes a request body may hold")
     args = parser.parse_args(argv)
+    cores = os.cpu_count() or 1
+    workers = args.workers or cores
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs its internals at DEBUG
@@ -260,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         from mempo_env.retrieval.index import BM25Index, BM25IndexError
 
         try:
-            retriever = index = BM25Index(args.index, threads=args.threads)
+            retriever = index = BM25Index(args.index, threads=args.threads or max(1, cores // workers))
         except BM25IndexError as e:
             raise SystemExit(f"error: {e}") from None
         what = f"{len(index):,} passages of the index {args.index}"
@@ -274,8 +282,8 @@ def main(argv: list[str] | None = None) -> None:
     server = make_server(retriever, args.host, args.port, args.topk, window=args.window,
                          max_queries=args.max_queries, max_bytes=args.max_bytes)
     host, port = server.server_address[:2]
-    log.info("serving %s on http://%s:%d/retrieve (%d worker(s))", what, host, port, args.workers)
-    serve(server, args.workers)
+    log.info("serving %s on http://%s:%d/retrieve (%d worker(s))", what, host, port, workers)
+    serve(server, workers)
 
 
 if __name__ == "__main__":
