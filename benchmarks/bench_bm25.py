@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache, partial
 from typing import Any
 
@@ -34,18 +34,29 @@ VOCAB_SIZE = 50_000
 
 @cache
 def corpus(size: int, seed: int = 0) -> list[Document]:
+    return list(iter_corpus(size, seed))
+
+
+def iter_corpus(size: int, seed: int = 0, chunk: int = 100_000) -> Iterator[Document]:
+    """The documents of ``corpus(size, seed)`` one at a time, drawn ``chunk`` documents at a time, so
+    that millions of them never sit in memory together. Tokens are drawn as ``rng.choice(vocab, p=p)``
+    draws them (inverse CDF of uniform draws, which the generator yields in the same sequence whatever
+    the chunk), so the corpora of every size measured before stay the same."""
     rng = np.random.default_rng(seed)
     letters = rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=(2 * VOCAB_SIZE, 10))
     words = {"".join(row[:n]) for row, n in zip(letters, rng.integers(3, 11, 2 * VOCAB_SIZE))}
     vocab = rng.permutation(sorted(words - set(STOPWORDS_EN)))[:VOCAB_SIZE]
     weights = 1.0 / (np.arange(len(vocab)) + 2.7)  # Zipf-Mandelbrot
+    cdf = (weights / weights.sum()).cumsum()
+    cdf /= cdf[-1]
     lengths = rng.integers(30, 71, size=size)
-    tokens = rng.choice(vocab, size=int(lengths.sum()) + 2 * size, p=weights / weights.sum())
-    docs, pos = [], 0
-    for i, n in enumerate(lengths):
-        docs.append(Document(str(i), " ".join(tokens[pos : pos + 2]), " ".join(tokens[pos + 2 : pos + 2 + n])))
-        pos += 2 + n
-    return docs
+    for start in range(0, size, chunk):
+        part = lengths[start : start + chunk]
+        tokens = vocab[cdf.searchsorted(rng.random(int(part.sum()) + 2 * len(part)), side="right")]
+        pos = 0
+        for i, n in enumerate(part, start):
+            yield Document(str(i), " ".join(tokens[pos : pos + 2]), " ".join(tokens[pos + 2 : pos + 2 + n]))
+            pos += 2 + n
 
 
 @cache

@@ -1,20 +1,27 @@
 """Retrieval at its users' scale: build, memory, latency and server throughput against corpus size.
 
     python -m benchmarks.scale --sizes 100000,1000000 --old d20afa5 --out runs/scale
+    python -m benchmarks.scale --sizes 100000,1000000,5000000 --old d20afa5 --lucene .venv-pyserini/bin/python
 
-Corpora are ``benchmarks.bench_bm25.corpus(n)``: synthetic passages of 30-70 words (plus a two-word
+Corpora are ``benchmarks.bench_bm25.iter_corpus(n)``: synthetic passages of 30-70 words (plus a two-word
 title) from a 50,000-word Zipf vocabulary, written as JSONL; queries are 4 words from random
 passages. For each size, in the same run and on the same files:
 
 - **new**: ``python -m mempo_env.retrieval.index`` (build), ``BM25Index`` (load, queries one at a
   time on one thread, batches of 512 on every core), ``python -m mempo_env.retrieval.server --index``;
 - **old** (``--old COMMIT``, sizes up to ``--old-up-to``): the project at that commit, run from a
-  ``git worktree`` of it: its ``BM25Retriever`` (bm25s, dense scores over every passage) and its server.
+  ``git worktree`` of it: its ``BM25Retriever`` (bm25s, dense scores over every passage) and its server;
+- **lucene** (``--lucene PYTHON``, sizes up to ``--lucene-up-to``): ``benchmarks/lucene.py`` in pyserini's
+  own environment: Lucene BM25 as Search-R1's BM25 server runs it (its per-query loop is "single",
+  pyserini's ``batch_search`` on every core "batched"; no server: Search-R1's answers a request with
+  that loop), and the share of its top-3 hits the new index also returns.
 
 Every measurement runs in a fresh process (resident memory is its peak, ``ru_maxrss``; memory-mapped
 pages it touched count). Server throughput: closed-loop clients (keep-alive HTTP, one query a request,
-as verl's search tool sends them) from two client processes, for ``--seconds`` each. Everything goes
-to ``OUT/scale.json``; the table is printed.
+as verl's search tool sends them; then 4 clients of 128 queries a request, as Search-R1's rollout
+loop sends a turn's queries) from two client processes on the same cores, for ``--seconds`` each.
+Everything goes to ``OUT/scale.json`` with the new index's cost per passage between the two largest
+sizes and wiki-18 (21M passages) at that rate, an extrapolation; the table is printed.
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CLIENTS = (1, 16, 64, 256)
+CLIENTS = (1, 16, 64, 256)  # closed-loop clients sending one query a request, as verl's search tool does
+BATCHED = (4, 128)  # and 4 clients sending 128 queries a request, as Search-R1's rollout loop does
+WIKI18 = 21_015_324  # passages in Search-R1's wiki-18 corpus, for the extrapolation
 
 _LATENCY = r"""
 import json, resource, sys, time
@@ -62,24 +71,26 @@ print(json.dumps({"load_s": load_s, "single_p50_ms": 1e3 * float(np.percentile(s
 _CLIENT = r"""
 import http.client, json, sys, threading, time
 host, port, threads, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-queries = json.load(open(sys.argv[5]))
+queries, per_request = json.load(open(sys.argv[5])), int(sys.argv[6])
 lat, errors, stop = [], [], time.monotonic() + seconds
 def client(k):
     conn, i = http.client.HTTPConnection(host, port, timeout=120), k
     while time.monotonic() < stop:
-        body = json.dumps({"queries": [queries[i % len(queries)]], "topk": 3}).encode()  # bytes: one send
+        batch = [queries[(i + j) % len(queries)] for j in range(per_request)]
+        body = json.dumps({"queries": batch, "topk": 3}).encode()  # bytes: one send
         t = time.perf_counter()
         try:
             conn.request("POST", "/retrieve", body, {"Content-Type": "application/json"})
             r = conn.getresponse(); data = r.read()
-            assert r.status == 200 and len(json.loads(data)["result"]) == 1, data[:200]
+            assert r.status == 200 and len(json.loads(data)["result"]) == per_request, data[:200]
         except Exception as e:
             errors.append(repr(e)); conn.close(); conn = http.client.HTTPConnection(host, port, timeout=120); continue
-        lat.append(time.perf_counter() - t); i += threads * 7
+        lat.append(time.perf_counter() - t); i += threads * 7 * per_request
 started = time.monotonic()
 ts = [threading.Thread(target=client, args=(k,)) for k in range(threads)]
 [t.start() for t in ts]; [t.join() for t in ts]
-print(json.dumps({"latencies": lat, "errors": errors[:5], "n_errors": len(errors), "wall": time.monotonic() - started}))
+print(json.dumps({"latencies": lat, "queries": len(lat) * per_request, "errors": errors[:5], "n_errors": len(errors),
+                  "wall": time.monotonic() - started}))
 """
 
 
@@ -95,16 +106,39 @@ def folder_bytes(path: Path) -> int:
 
 
 def write_corpus(n: int, path: Path) -> None:
-    from benchmarks.bench_bm25 import corpus
+    from benchmarks.bench_bm25 import iter_corpus
 
     if path.exists():
         return
     tmp = path.with_suffix(".tmp")
     with tmp.open("w") as f:
-        for d in corpus(n):
+        for d in iter_corpus(n):
             f.write(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n")
     tmp.rename(path)
-    corpus.cache_clear()
+
+
+def lucene(python: str, corpus: Path, queries: list[str], work: Path) -> dict[str, Any]:
+    """``benchmarks/lucene.py`` (pyserini, in its own environment) on the same corpus and queries, in
+    the row shape of the others: Search-R1's per-query loop as "single", ``batch_search`` as "batched"."""
+    qfile = work.with_suffix(".queries.txt")
+    qfile.write_text("".join(q + "\n" for q in queries))
+    result = work.with_suffix(".json")
+    subprocess.run([python, str(ROOT / "benchmarks" / "lucene.py"), "--corpus", str(corpus), "--queries", str(qfile),
+                    "--work", str(work), "--topk", "3", "--threads", str(os.cpu_count() or 1), "--out", str(result)],
+                   check=True, stdout=sys.stderr)
+    r = json.loads(result.read_text())
+    index, load = r["index"], r["load"]
+    return {"build_s": index["convert_s"] + index["build_s"], "build_rss_gb": index["build_peak_rss_bytes"] / 2**30,
+            "disk_bytes": index["index_bytes"], "load_s": load["searcher_load_s"] + load["corpus_load_s"],
+            "rss_gb": r["peak_rss_bytes"] / 2**30, "single_p50_ms": r["single"]["p50_ms"],
+            "single_p99_ms": r["single"]["p99_ms"], "batched_ms_per_query": 1e3 / r["batch"]["queries_per_s"],
+            "versions": {k: r[k] for k in ("pyserini", "java", "lucene")}, "index_reused": index["reused"],
+            "ranked": r["ranked_ids"]}
+
+
+def overlap(a: list[list[str]], b: list[list[str]]) -> float:
+    """The mean share of one ranking's hits that the other also returns (order aside)."""
+    return sum(len(set(x) & set(y)) / max(len(x), len(y), 1) for x, y in zip(a, b)) / len(a)
 
 
 def timed_build(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
@@ -119,7 +153,8 @@ def timed_build(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
 
 
 def serve_and_load(cmd: list[str], env: dict[str, str], queries: Path, seconds: float) -> dict[str, Any]:
-    """Start a server, drive it with 1, 16, 64 and 256 closed-loop clients, stop it."""
+    """Start a server, drive it with 1, 16, 64 and 256 closed-loop clients of one query a request and
+    then with ``BATCHED`` clients of many, stop it. Keys: the client count, and ``"4x128"``."""
     import numpy as np
 
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
@@ -132,19 +167,19 @@ def serve_and_load(cmd: list[str], env: dict[str, str], queries: Path, seconds: 
         if url is None:
             raise RuntimeError("the server did not start")
         out = {}
-        for clients in CLIENTS:
+        for clients, per_request in [(c, 1) for c in CLIENTS] + [BATCHED]:
             procs = [subprocess.Popen([sys.executable, "-c", _CLIENT, url.group(1), url.group(2), str(part),
-                                       str(seconds), str(queries)], stdout=subprocess.PIPE, text=True)
+                                       str(seconds), str(queries), str(per_request)], stdout=subprocess.PIPE, text=True)
                      for part in ([clients] if clients == 1 else [clients // 2, clients - clients // 2])]
             parts = [json.loads(p.communicate()[0]) for p in procs]
             lat = [x for p in parts for x in p["latencies"]]
-            out[str(clients)] = {"qps": len(lat) / max(p["wall"] for p in parts),
-                            "n_errors": sum(p["n_errors"] for p in parts),
-                            "p50_ms": 1e3 * float(np.percentile(lat, 50)),
-                            "p99_ms": 1e3 * float(np.percentile(lat, 99))}
-            level = out[str(clients)]
-            print(f"    {clients:>3} clients: {level['qps']:.0f} q/s, p50 {level['p50_ms']:.1f} ms", file=sys.stderr,
-                  flush=True)
+            key = str(clients) if per_request == 1 else f"{clients}x{per_request}"
+            out[key] = {"qps": sum(p["queries"] for p in parts) / max(p["wall"] for p in parts),
+                        "n_errors": sum(p["n_errors"] for p in parts),
+                        "p50_ms": 1e3 * float(np.percentile(lat, 50)),
+                        "p99_ms": 1e3 * float(np.percentile(lat, 99))}
+            print(f"    {key:>5} clients: {out[key]['qps']:.0f} q/s, request p50 {out[key]['p50_ms']:.1f} ms",
+                  file=sys.stderr, flush=True)
         return out
     finally:
         proc.terminate()
@@ -203,25 +238,44 @@ def measure(n: int, out: Path, args: argparse.Namespace) -> dict[str, Any]:
                                         str(corpus_path), "--port", "0"], old_env, qfile, args.seconds)
         row["same_rankings"] = old.pop("ranked") == new["ranked"]
         row["old"] = old
+    if args.lucene and n <= args.lucene_up_to:
+        row["lucene"] = lucene(args.lucene, corpus_path, queries, out / f"lucene-{n}")
+        row["lucene_overlap"] = overlap(row["lucene"].pop("ranked"), new["ranked"])
+        print(f"  lucene: build {row['lucene']['build_s']:.0f} s, single {row['lucene']['single_p50_ms']:.2f} ms, "
+              f"batched {row['lucene']['batched_ms_per_query']:.3f} ms/q; top-3 overlap with new "
+              f"{row['lucene_overlap']:.2f}", file=sys.stderr, flush=True)
     new.pop("ranked")
     return row
 
 
+LEVELS = [str(c) for c in CLIENTS] + ["{}x{}".format(*BATCHED)]
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| passages | impl | build s | build GB | disk GB | load s | RSS GB | 1 query p50 / p99 ms | "
-             "batched ms/q | " + " | ".join(f"server q/s @{c}" for c in CLIENTS) + " |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(CLIENTS)]
+             "batched ms/q | " + " | ".join(f"server q/s @{c}" for c in LEVELS) + " |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(LEVELS)]
     for row in rows:
-        for impl in ("new", "old"):
+        for impl in ("new", "old", "lucene"):
             if impl not in row:
                 continue
             m = row[impl]
-            server = " | ".join(f"{m['server'][str(c)]['qps']:.0f}" for c in CLIENTS)
+            server = " | ".join(f"{m['server'][c]['qps']:.0f}" if c in m.get("server", {}) else "" for c in LEVELS)
             lines.append(f"| {row['passages']:,} | {impl} | {m['build_s']:.0f} | {m['build_rss_gb']:.1f} | "
                          f"{m['disk_bytes'] / 1e9:.2f} | {m['load_s']:.1f} | {m['rss_gb']:.1f} | "
                          f"{m['single_p50_ms']:.2f} / {m['single_p99_ms']:.2f} | {m['batched_ms_per_query']:.3f} | "
                          f"{server} |")
     return "\n".join(lines)
+
+
+def extrapolate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The new index's cost per passage between the two largest sizes measured, and wiki-18's size
+    (21M passages) at that rate: an extrapolation, linear in passages, not a measurement."""
+    a, b = sorted(rows, key=lambda r: r["passages"])[-2:]
+    per = {key: (b["new"][key] - a["new"][key]) / (b["passages"] - a["passages"])
+           for key in ("build_s", "build_rss_gb", "disk_bytes", "batched_ms_per_query")}
+    at = {key: b["new"][key] + per[key] * (WIKI18 - b["passages"]) for key in per}
+    return {"from": [a["passages"], b["passages"]], "per_passage": per, "wiki18": at}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -233,12 +287,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=1000, help="queries per size")
     parser.add_argument("--old-single", type=int, default=200, help="single queries timed on the old code")
     parser.add_argument("--seconds", type=float, default=8.0, help="seconds per server load level")
+    parser.add_argument("--lucene", default=None,
+                        help="the python of pyserini's environment (scripts/install_pyserini.sh: "
+                             ".venv-pyserini/bin/python), to run Lucene BM25 on the same corpora")
+    parser.add_argument("--lucene-up-to", type=int, default=10_000_000, help="the largest size Lucene runs at")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = [measure(int(n), out, args) for n in args.sizes.split(",")]
-    (out / "scale.json").write_text(json.dumps({"cpus": os.cpu_count(), "rows": rows}, indent=1))
+    result: dict[str, Any] = {"cpus": os.cpu_count(), "rows": rows}
+    if len(rows) > 1:
+        result["extrapolation"] = extrapolate(rows)
+    (out / "scale.json").write_text(json.dumps(result, indent=1))
     print(table(rows))
+    if "extrapolation" in result:
+        w, sizes = result["extrapolation"]["wiki18"], result["extrapolation"]["from"]
+        print(f"\nwiki-18 (21M passages), extrapolated linearly from {sizes[0]:,} and {sizes[1]:,}: build "
+              f"{w['build_s'] / 60:.0f} min and {w['build_rss_gb']:.1f} GB, {w['disk_bytes'] / 1e9:.1f} GB on disk, "
+              f"{w['batched_ms_per_query']:.2f} ms a query batched")
 
 
 if __name__ == "__main__":

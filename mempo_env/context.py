@@ -127,7 +127,8 @@ def _no_argument(strategy: type[ContextStrategy]) -> Callable[[str | None], Cont
 
 def _window(arg: str | None) -> ContextStrategy:
     if arg is None or not arg.isdigit():
-        raise ValueError(f"window:K needs a positive integer K (the turns kept), got {'window' if arg is None else f'window:{arg}'!r}")
+        given = "window" if arg is None else f"window:{arg}"
+        raise ValueError(f"window:K needs a positive integer K (the turns kept), got {given!r}")
     return WindowContext(int(arg))
 
 

@@ -39,7 +39,6 @@ from mempo_env.reward import normalize_answer
 from mempo_env.types import QARecord
 from mempo_env.views import Message
 
-
 _SEPARATORS = re.compile(r"<[^<>]*>|;")
 
 

@@ -25,8 +25,14 @@ from openenv_helpers import openenv_client
 from agents import make_agent
 from benchmarks.run import play
 from mempo_env import MemSearchQAEnv
-from mempo_env.openenv_server import (MemSearchQAAction, MemSearchQAClient, MemSearchQAEnvironment, main, parse_args,
-                                      serve_in_thread)
+from mempo_env.openenv_server import (
+    MemSearchQAAction,
+    MemSearchQAClient,
+    MemSearchQAEnvironment,
+    main,
+    parse_args,
+    serve_in_thread,
+)
 
 SETTINGS = {"objectives": 2, "prompt": "eval", "split": "test"}
 FINAL = ("score", "em", "f1", "format_ok", "format_failed", "n_turns", "n_searches", "total_chars", "peak_chars")

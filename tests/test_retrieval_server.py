@@ -267,7 +267,8 @@ def test_cli_serves_an_index_from_worker_processes_and_stops_when_one_dies(index
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers through /proc")
 def test_a_terminated_cli_server_takes_its_workers_with_it(index_dir: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "mempo_env.retrieval.server", "--index", str(index_dir), "--port", "0", "--workers", "2"]
+    cmd = [sys.executable, "-m", "mempo_env.retrieval.server", "--index", str(index_dir), "--port", "0",
+           "--workers", "2"]
     with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) as proc:
         try:
             startup_url(proc)

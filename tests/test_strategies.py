@@ -5,11 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
+from doc_blocks import code_blocks, python_module_args, shell_commands
 
 from benchmarks import strategies
 from benchmarks.report import BenchmarkError
 from benchmarks.strategies import HEADING, RECORD_HEADING, TESTED_BY, compare, failures, outcome, write_results_section
-from doc_blocks import code_blocks, python_module_args, shell_commands
 
 TINY = dict(episodes=4, worlds=2, objectives=(2,), steps=1, batch_size=2, microbatch_size=1, warmup_steps=1,
             threads=1, precision="fp32")
