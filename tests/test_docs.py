@@ -246,8 +246,11 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
                                              "tests/test_retrieval.py serves through it", lambda m, a: m.main(a)),
     "mempo_env.retrieval.index": parse_only("mempo_env.retrieval.index", "minutes to hours of indexing; "
                                             "tests/test_index.py builds through it", lambda m, a: m.main(a)),
-    "benchmarks.scale": parse_only("benchmarks.scale", "about 15 minutes at 1M passages on 2 cores",
-                                   lambda m, a: m.main(a)),
+    "benchmarks.scale": parse_only("benchmarks.scale", "about 15 minutes at 1M passages on 2 cores; "
+                                   "tests/test_scale_benchmark.py runs it at tiny settings", lambda m, a: m.main(a)),
+    "benchmarks.concurrency": parse_only("benchmarks.concurrency", "minutes over a 1M-passage index; "
+                                         "tests/test_concurrency_benchmark.py runs it at tiny settings",
+                                         lambda m, a: m.main(a)),
     "mempo_env.openenv_server": parse_only("mempo_env.openenv_server", "a server that runs until stopped; "
                                            "tests/test_openenv_server.py serves through it", lambda m, a: m.main(a)),
     "algorithms.mempo": parse_only("algorithms.mempo", TRAINING, lambda m, a: m.main("mempo", a), tyro_cli=True),

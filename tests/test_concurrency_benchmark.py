@@ -1,0 +1,43 @@
+"""benchmarks.concurrency on a tiny index: every episode is counted as played or lost, through both paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import concurrency
+from benchmarks.bench_bm25 import iter_corpus
+from mempo_env.retrieval.index import build_index
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("concurrency")
+    docs = list(iter_corpus(2000))
+    queries = folder / "queries.json"
+    queries.write_text(json.dumps([" ".join(d.text.split()[:4]) for d in docs[:50]]))
+    return build_index(enumerate(docs, 1), folder / "index"), queries
+
+
+def test_every_episode_of_every_session_is_played(index, tmp_path: Path) -> None:
+    folder, queries = index
+    concurrency.main(["--index", str(folder), "--queries", str(queries), "--sessions", "2,3", "--episodes", "1",
+                      "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "concurrency.json").read_text())["rows"]
+    assert [(r["path"], r["sessions"]) for r in rows] == [("async", 2), ("async", 3), ("openenv", 2), ("openenv", 3)]
+    for r in rows:
+        assert (r["played"], r["lost"]) == (2 * r["sessions"], 0) and r["pss_mb_per_session"] > 0
+
+
+def test_an_episode_that_does_not_end_with_its_score_is_lost(index, monkeypatch) -> None:
+    folder, queries = index
+    script = concurrency.actions
+
+    def never_answers(qs: list[str], episode: int) -> list[str]:
+        return script(qs, episode)[:2] * 2  # four searches: the episode's last step does not end it
+
+    monkeypatch.setattr(concurrency, "actions", never_answers)
+    row = concurrency.run_async(2, 1, {"retriever": str(folder), "max_turns": 6}, json.loads(queries.read_text()))
+    assert (row["played"], row["lost"]) == (0, 4)
