@@ -115,40 +115,34 @@ def convert_corpus(src: Path, dest: Path, *, ids_are_rows: bool) -> int:
     """Write ``src`` as a pyserini JsonCollection file ``dest`` (rows ``{id, contents}``); the row count.
 
     ``ids_are_rows``: Search-R1 reads a hit's contents as ``corpus[int(docid)]``, so each id must be
-    its row's position (0, 1, ...) or a hit would show another passage. Written to a temporary name
-    and renamed, so a refused corpus leaves no collection behind.
+    its row's position (0, 1, ...) or a hit would show another passage.
     """
-    tmp = dest.with_suffix(".partial")
     dest.parent.mkdir(parents=True, exist_ok=True)
     first_line: dict[str, int] = {}
-    try:
-        with src.open("rb") as f, tmp.open("w", encoding="utf-8") as out:
-            for n, raw in enumerate(f, 1):
-                where = f"{src} line {n}"
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise InputError(f"{where}: not UTF-8 (byte 0x{raw[e.start]:02x})") from None
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{where}: not JSON ({e.msg}; a truncated file?)") from None
-                rid, contents = contents_of(row, where)
-                if rid in first_line:
-                    raise InputError(f"{where}: duplicate id {rid!r} (first at line {first_line[rid]})")
-                if ids_are_rows and rid != str(len(first_line)):
-                    raise InputError(
-                        f"{where}: id {rid!r} is not its row number {len(first_line)}: without --store-raw, "
-                        "Search-R1 reads a hit's contents as corpus[int(docid)], so ids must be 0, 1, ...")
-                first_line[rid] = n
-                out.write(json.dumps({"id": rid, "contents": contents}, ensure_ascii=False) + "\n")
-        if not first_line:
-            raise InputError(f"{src}: no passages")
-        tmp.replace(dest)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with src.open("rb") as f, dest.open("w", encoding="utf-8") as out:
+        for n, raw in enumerate(f, 1):
+            where = f"{src} line {n}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"{where}: not UTF-8 (byte 0x{raw[e.start]:02x})") from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{where}: not JSON ({e.msg}; a truncated file?)") from None
+            rid, contents = contents_of(row, where)
+            if rid in first_line:
+                raise InputError(f"{where}: duplicate id {rid!r} (first at line {first_line[rid]})")
+            if ids_are_rows and rid != str(len(first_line)):
+                raise InputError(
+                    f"{where}: id {rid!r} is not its row number {len(first_line)}: without --store-raw, "
+                    "Search-R1 reads a hit's contents as corpus[int(docid)], so ids must be 0, 1, ...")
+            first_line[rid] = n
+            out.write(json.dumps({"id": rid, "contents": contents}, ensure_ascii=False) + "\n")
+    if not first_line:
+        raise InputError(f"{src}: no passages")
     return len(first_line)
 
 
@@ -158,6 +152,13 @@ def file_sha256(path: Path) -> str:
         while block := f.read(1 << 22):
             h.update(block)
     return h.hexdigest()
+
+
+def remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def dir_bytes(path: Path) -> int:
@@ -212,14 +213,18 @@ def prepare_index(args: argparse.Namespace, pyserini_version: str) -> dict[str, 
         built = json.loads(manifest.read_text())
         if all(built.get(k) == v for k, v in want.items()):
             return {**built, "reused": True, "hash_s": hash_s, "index_bytes": dir_bytes(index)}
-    for stale in (manifest, collection, index, work / "hf-datasets"):
-        if stale.is_dir():
-            shutil.rmtree(stale)
-        else:
-            stale.unlink(missing_ok=True)
+    staged = work / "collection.new"  # a refused corpus leaves the index already in DIR as it was
+    remove(staged)
     start = time.perf_counter()
-    num_docs = convert_corpus(args.corpus, collection / "docs.jsonl", ids_are_rows=not args.store_raw)
+    try:
+        num_docs = convert_corpus(args.corpus, staged / "docs.jsonl", ids_are_rows=not args.store_raw)
+    except BaseException:
+        remove(staged)
+        raise
     convert_s = time.perf_counter() - start
+    for stale in (manifest, collection, index, work / "hf-datasets"):
+        remove(stale)
+    staged.rename(collection)
     build_s, peak = build_index(collection, index, args.threads, args.store_raw, work / "build.log")
     built = {**want, "num_docs": num_docs, "build_threads": args.threads, "convert_s": convert_s,
              "build_s": build_s, "build_peak_rss_bytes": peak,
@@ -276,6 +281,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     contain_doc = searcher.doc(0).raw() is not None  # retrieval_server.py line 157
     searcher_load_s = time.perf_counter() - start
     corpus, corpus_load_s = None, 0.0
+    corpus_cache_warm = (args.work / "hf-datasets").is_dir()
     if not contain_doc:
         import datasets
 
@@ -332,6 +338,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "searcher_load_s": searcher_load_s,
             "contents_from": "index raw documents" if contain_doc else "datasets corpus[int(docid)]",
             "corpus_load_s": corpus_load_s,
+            "corpus_cache_warm": corpus_cache_warm and not contain_doc,
             "rss_before_import_bytes": rss_start,
             "rss_after_import_bytes": rss_imported,
             "rss_after_load_bytes": rss_loaded,
