@@ -11,7 +11,8 @@ and sampling seeds of ``python -m algorithms.mempo``'s first ``--steps`` steps, 
 turn with its recall (``info["memory_per_turn"]``) and its episode's EM, and reports correlations with
 95% intervals from a bootstrap over question groups (a group's rollouts share their questions: they are
 not independent). Written to ``--out``: ``memory_signal.json`` (every row and statistic),
-``memory_signal.png`` and ``table.md``.
+``memory_signal.png`` and ``table.md``. ``--combine DIR,DIR`` summarises earlier measurements together
+(two temperatures, say) without playing anything again.
 
 The diagnostics say why a correlation is what it is: how often P is near 1, how often R_mem ties within
 its question's pool (a tie gives the memory advantage nothing to tell apart), how much of the scored
@@ -297,6 +298,14 @@ def summarize(rows: list[dict[str, Any]], n: int, seed: int = 0) -> dict[str, An
         "separator_share_full": mean_of([r["separator_share_full"] for r in rows]),
         "p_check_max": max(r["p_check"] for r in rows),
         "answering_turns": int(sum(r["answering"] for r in rows)),
+        # where recall varies at all: a correlation with it rests on these turns and groups only
+        "turns_recall_below_1": sum(v < 1 for v in recall),
+        "groups_recall_below_1": len({r["group"] for r in rows if r["recall"] is not None and r["recall"] < 1}),
+        "r_mem_no_prefix_mean": mean_of([r["r_mem_no_prefix"] for r in rows]),
+        "r_mem_no_prefix_sd": float(np.std([r["r_mem_no_prefix"] for r in rows])),
+        # R_mem against progress: the gold answer lists every objective, so P rises as answers are found
+        "r_mem_by_found": {str(f): mean_of([r["r_mem"] for r in rows if r["found"] == f])
+                           for f in sorted({r["found"] for r in rows})},
     }
     pairs = [(x, "recall", s) for x in SIGNALS for s in STRATA] + [(x, y, "pooled") for x in SIGNALS
                                                                     for y in ("em", "found")]
@@ -310,7 +319,7 @@ def cell(ci: dict[str, Any]) -> str:
     if ci["value"] is None:
         return "undefined"
     text = f"{ci['value']:+.2f}" + (f" [{ci['low']:+.2f}, {ci['high']:+.2f}]" if ci["low"] is not None else "")
-    return text + (f" ({100 * ci['undefined']:.0f}% undef.)" if ci["undefined"] else "")
+    return text + (f" ({100 * ci['undefined']:.0f}% undef.)" if ci["undefined"] and ci["undefined"] >= 0.005 else "")
 
 
 def percent(share: float | None) -> str:
@@ -330,6 +339,36 @@ def table(summaries: dict[str, dict[str, Any]]) -> str:
             f"{percent(s['recall_is_1'])} | {percent(s['p_mem_near_1'])} | {percent(s['duplicate_memories'])} | "
             f"{cell(c['r_mem~recall@pooled'])} | {cell(c['r_mem~recall@same progress'])} | "
             f"{cell(c['p_mem~recall@pooled'])} | {cell(c['r_mem~em@pooled'])} | {cell(c['r_mem~found@pooled'])} |")
+    return "\n".join(lines)
+
+
+def diagnostics(summaries: dict[str, dict[str, Any]]) -> str:
+    """Why a correlation is what it is, one row per run: the sizes, EM, the spread of recall, how often P is
+    near 1 (at any scored turn and at the answering turns), ties and duplicate memories within a question's
+    pool, and the share of the scored log-probability on the ``;`` separators."""
+    head = ("| run | turns | episodes | EM % | P_mem mean | P_full mean | R_mem sd | P_mem > 0.9 % (answering) | "
+            "P_full > 0.9 % | R_mem near ties % | separators' share of log P_mem, P_full % |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, s in summaries.items():
+        lines.append(
+            f"| {name} | {s['scored_turns']} | {s['episodes']} | {percent(s['em_mean'])} | {s['p_mem_mean']:.3f} | "
+            f"{s['p_full_mean']:.3f} | {s['r_mem_sd']:.3f} | {percent(s['p_mem_near_1'])} "
+            f"({percent(s['p_mem_near_1_answering'])}) | {percent(s['p_full_near_1'])} | "
+            f"{percent(s['r_mem_near_ties'])} | {percent(s['separator_share_mem'])}, "
+            f"{percent(s['separator_share_full'])} |")
+    return "\n".join(lines)
+
+
+def details(summaries: dict[str, dict[str, Any]]) -> str:
+    """Every signal's correlations, one row per run and signal: with recall (over all turns, within question
+    groups, at the same progress), with the episode's EM and with the evidence found (over all turns)."""
+    head = "| run | signal | recall | recall within groups | recall at same progress | EM | found |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, s in summaries.items():
+        c = s["correlations"]
+        for x in SIGNALS:
+            cells = [c[f"{x}~recall@{stratum}"] for stratum in STRATA] + [c[f"{x}~{y}@pooled"] for y in ("em", "found")]
+            lines.append(f"| {name} | {x} | " + " | ".join(cell(ci) for ci in cells) + " |")
     return "\n".join(lines)
 
 
@@ -374,7 +413,6 @@ def measure(options: Options, out: Path) -> dict[str, Any]:
     from algorithms.sft import default_warmup
 
     torch.set_num_threads(options.threads)
-    out.mkdir(parents=True, exist_ok=True)
     start_dir = Path(options.policy) if options.policy else default_warmup()
     tokenizer = AutoTokenizer.from_pretrained(start_dir)
     model = AutoModelForCausalLM.from_pretrained(start_dir, dtype=torch.float32, attn_implementation="sdpa").eval()
@@ -395,10 +433,31 @@ def measure(options: Options, out: Path) -> dict[str, Any]:
     record = {"options": {**options.__dict__, "objectives": list(options.objectives)}, "policy": str(start_dir),
               "cpu_seconds": time.process_time(), "seconds": seconds, "summaries": summaries, "rows": rows_by_run,
               "cpus": os.cpu_count(), "threads": options.threads}
-    (out / "memory_signal.json").write_text(json.dumps(record, indent=1))
-    (out / "table.md").write_text(table(summaries) + "\n")
-    plot(rows_by_run, out / "memory_signal.png")
+    write(record, out)
     return record
+
+
+def write(record: dict[str, Any], out: Path) -> None:
+    """``memory_signal.json`` (the record), ``table.md`` (the table, the diagnostics, every correlation) and
+    ``memory_signal.png`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "memory_signal.json").write_text(json.dumps(record, indent=1))
+    summaries = record["summaries"]
+    (out / "table.md").write_text("\n\n".join((table(summaries), diagnostics(summaries), details(summaries))) + "\n")
+    plot(record["rows"], out / "memory_signal.png")
+
+
+def combine(sources: Sequence[Path], out: Path, n: int, seed: int = 0) -> dict[str, Any]:
+    """The runs of several measurements (``memory_signal.json`` in each of ``sources``, e.g. two temperatures)
+    in one record, table and plot, summarised anew from their rows (nothing is played or scored again)."""
+    records = [json.loads((source / "memory_signal.json").read_text()) for source in sources]
+    rows = {name: r for record in records for name, r in record["rows"].items()}
+    combined = {"sources": {str(source): {k: v for k, v in record.items() if k not in ("rows", "summaries")}
+                            for source, record in zip(sources, records)},
+                "cpu_seconds": sum(record["cpu_seconds"] for record in records),
+                "summaries": {name: summarize(r, n, seed) for name, r in rows.items()}, "rows": rows}
+    write(combined, out)
+    return combined
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -414,7 +473,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the run's seed (questions, sampling, bootstrap)")
     parser.add_argument("--bootstrap", type=int, default=2000, help="resamples of question groups per interval")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--combine", default="", help="measurement folders, comma-separated: summarise their rows "
+                        "together into --out instead of measuring")
     args = parser.parse_args(argv)
+    if args.combine:
+        record = combine([Path(d) for d in args.combine.split(",")], Path(args.out), args.bootstrap, args.seed)
+        print(table(record["summaries"]))
+        print(f"written to {args.out}")
+        return
     options = Options(tuple(int(k) for k in args.objectives.split(",")), args.steps, args.questions_per_step,
                       args.group_size, args.temperature, args.policy, args.seed, args.bootstrap, args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
