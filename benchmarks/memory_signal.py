@@ -430,10 +430,10 @@ def measure(options: Options, out: Path) -> dict[str, Any]:
         seconds[name] = {"rollout_s": generated - began, "scoring_s": time.perf_counter() - generated}
         print(f"{name}: {len(rows)} scored turns, {seconds[name]['rollout_s']:.0f} s rollouts, "
               f"{seconds[name]['scoring_s']:.0f} s scoring", flush=True)
-    record = {"options": {**options.__dict__, "objectives": list(options.objectives)}, "policy": str(start_dir),
-              "cpu_seconds": time.process_time(), "seconds": seconds, "summaries": summaries, "rows": rows_by_run,
-              "cpus": os.cpu_count(), "threads": options.threads}
-    write(record, out)
+        record = {"options": {**options.__dict__, "objectives": list(options.objectives)}, "policy": str(start_dir),
+                  "cpu_seconds": time.process_time(), "seconds": seconds, "summaries": summaries,
+                  "rows": rows_by_run, "cpus": os.cpu_count(), "threads": options.threads}
+        write(record, out)  # after every horizon: a killed run keeps the horizons it finished
     return record
 
 
