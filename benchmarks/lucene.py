@@ -55,7 +55,8 @@ class InputError(Exception):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", type=Path, required=True, help="JSONL rows {id, title, text} or {id, contents}")
     p.add_argument("--queries", type=Path, required=True, help="one query a line")
     p.add_argument("--work", type=Path, required=True, help="folder for the collection, index and caches")
@@ -271,8 +272,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     rss_start, _ = rss_bytes()
     start = time.perf_counter()
-    from pyserini.search.lucene import LuceneSearcher  # first: it puts Anserini's jar on the JVM's classpath
     from jnius import autoclass, cast
+    from pyserini.search.lucene import LuceneSearcher  # first: it puts Anserini's jar on the JVM's classpath
     import_s = time.perf_counter() - start
     rss_imported, _ = rss_bytes()
 
