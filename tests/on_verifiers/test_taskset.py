@@ -98,14 +98,17 @@ def test_verifiers_turn_budget(tmp_path: Path) -> None:
 
 
 def test_a_dead_search_server_fails_the_rollout(tmp_path: Path) -> None:
-    """A retriever failure (the env's Search-R1 server unreachable) fails that rollout, naming the server;
-    the evaluation ends, every rollout recorded."""
+    """A retriever failure (the env's Search-R1 server unreachable) fails that rollout, naming the server,
+    after verifiers' opt-in retries of the whole rollout (one here); the evaluation ends, every rollout
+    recorded."""
     kwargs = {**SETTINGS, "retriever": "http://127.0.0.1:9/retrieve", "retriever_options": {"attempts": 1}}
     with policy_server(make_agent("oracle"), SETTINGS, range(2)) as (url, _):
-        traces = evaluate(eval_config(url, tmp_path, {**kwargs, "episodes": 2}))
+        config = eval_config(url, tmp_path, {**kwargs, "episodes": 2}, env={"agent": {"retries": {"max_retries": 1}}})
+        traces = evaluate(config)
     for trace in traces:
         assert not trace.ok and trace.stop_condition == "harness_error" and trace.reward == 0.0
-        assert "RetrieverError" in trace.errors[-1].message and "127.0.0.1:9" in trace.errors[-1].message
+        assert [e.type for e in trace.errors] == ["HarnessError", "HarnessError"]  # the try and its retry
+        assert all("RetrieverError" in e.message and "127.0.0.1:9" in e.message for e in trace.errors)
 
 
 @pytest.mark.parametrize("context", ["memory", "full"])
