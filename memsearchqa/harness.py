@@ -75,7 +75,7 @@ async def _close(env: MemSearchQAEnv, step: asyncio.Future[Any] | None, state: E
     env and connections."""
     if step is not None and not step.done():
         await asyncio.wait([step])
-    if not state.over and not state.final:
+    if not state.final:
         state.end(env.truncate(), by_env=False)
     env.close()
     await search.aclose()
