@@ -1,18 +1,24 @@
-"""A stand-in OpenAI-compatible server with a scripted policy behind it, for tests that run the verifiers
-environment (``memsearchqa``) through verifiers' own evaluation loop (tests/on_verifiers; reusable by a soak)."""
+"""A stand-in OpenAI-compatible server with a scripted policy behind it, and verifiers' own v1 evaluation
+(``vf-eval``'s runner) of the ``memsearchqa`` taskset against it, for tests/on_verifiers."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-import verifiers as vf
 from fake_server import serve
+from verifiers.v1 import Episode, Trace
+from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.configs.cli.eval import EvalConfig
 
 from agents import Agent
 from mempo_env import MemSearchQAEnv
+
+Messages = list[dict[str, str]]
 
 
 class Policy:
@@ -27,7 +33,7 @@ class Policy:
         for seed in seeds:
             obs, info = env.reset(seed=seed)
             self.objectives[obs[1]["content"]] = info["objectives"]
-        self.prompts: dict[str, list[list[dict[str, str]]]] = defaultdict(list)
+        self.prompts: dict[str, list[Messages]] = defaultdict(list)
 
     def __call__(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         messages = [{"role": m["role"], "content": m["content"]} for m in body["messages"]]
@@ -39,13 +45,39 @@ class Policy:
 
 
 @contextmanager
-def policy_server(agent: Agent, env_kwargs: dict[str, Any], seeds: range) -> Iterator[tuple[Any, Policy]]:
-    """(verifiers client config, policy) of a stand-in server playing ``agent``."""
+def policy_server(agent: Agent, env_kwargs: dict[str, Any], seeds: range) -> Iterator[tuple[str, Policy]]:
+    """(the base URL of a stand-in server playing ``agent``, its policy)."""
     policy = Policy(agent, env_kwargs, seeds)
     with serve(policy) as (url, _):
-        yield vf.ClientConfig(api_base_url=f"{url}/v1", api_key_var="MEMPO_TEST_NO_KEY", max_retries=0), policy
+        yield f"{url}/v1", policy
 
 
-def evaluate(env: Any, client: Any, max_concurrent: int = -1) -> list[dict[str, Any]]:
-    """verifiers' evaluation loop (``max_concurrent`` rollouts at a time; -1: all); the outputs in example order."""
-    return env.evaluate_sync(client=client, model="scripted", max_concurrent=max_concurrent)["outputs"]
+def eval_config(base_url: str, out: Path, taskset: dict[str, Any], **run: Any) -> EvalConfig:
+    """The config ``vf-eval memsearchqa`` parses, for the stand-in server at ``base_url``: no dashboard,
+    no upload, results under ``out``; ``taskset`` holds the taskset's fields, ``run`` any other field
+    (``env`` settings such as ``{"agent": {"max_turns": 3}}``, ``max_concurrent``, ...)."""
+    env = {**run.pop("env", {}), "taskset": {"id": "memsearchqa", **taskset}}
+    return EvalConfig.model_validate({
+        "env": env, "model": "scripted", "rich": None, "push": False, "output_dir": str(out),
+        "client": {"base_url": base_url, "api_key_var": "MEMPO_TEST_NO_KEY"}, **run})
+
+
+def evaluate(config: EvalConfig) -> list[Trace]:
+    """verifiers' own evaluation of ``config``; one trace per task, in task order."""
+    episodes: list[Episode] = asyncio.run(run_eval(config))
+    traces = [trace for episode in episodes for trace in episode.traces]
+    assert len(traces) == len(episodes)
+    return sorted(traces, key=lambda trace: trace.task.data.idx)
+
+
+def turns(trace: Trace) -> list[tuple[Messages, str]]:
+    """(prompt, reply) of each model turn, in order, read off the trace's branches (the training samples):
+    each sampled assistant message and the messages before it on its branch."""
+    seen: dict[int, tuple[Messages, str]] = {}
+    for branch in trace.branches:
+        for i, node in enumerate(branch.nodes):
+            if node.sampled and id(node) not in seen:
+                prompt = [{"role": n.message.role, "content": n.message.content} for n in branch.nodes[:i]]
+                seen[id(node)] = (prompt, node.message.content or "")
+    order = {id(node): i for i, node in enumerate(trace.nodes)}
+    return [seen[key] for key in sorted(seen, key=order.__getitem__)]
