@@ -55,6 +55,7 @@ else:
     one = many = BM25Retriever(load_corpus(corpus), cache_dir=where)
 search = lambda r, qs: r.search(qs, 3)
 load_s = time.perf_counter() - started
+t = time.perf_counter(); search(one, queries[:1]); search(many, queries[:1]); first_s = time.perf_counter() - t
 single = []
 for q in queries[: int(sys.argv[5])]:
     t = time.perf_counter(); search(one, [q]); single.append(time.perf_counter() - t)
@@ -62,10 +63,11 @@ t = time.perf_counter()
 batched = [h for at in range(0, len(queries), 512) for h in search(many, queries[at : at + 512])]
 batch_s = time.perf_counter() - t
 ranked = [[h.document.id for h in hits] for hits in batched]
-print(json.dumps({"load_s": load_s, "single_p50_ms": 1e3 * float(np.percentile(single, 50)),
+print(json.dumps({"load_s": load_s, "first_query_s": first_s, "single_p50_ms": 1e3 * float(np.percentile(single, 50)),
                   "single_p99_ms": 1e3 * float(np.percentile(single, 99)), "single_n": len(single),
                   "batched_ms_per_query": 1e3 * batch_s / len(queries), "batched_n": len(queries),
-                  "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "ranked": ranked}))
+                  "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "ranked": ranked,
+                  "module": sys.modules["mempo_env"].__file__}))
 """
 
 _CLIENT = r"""
@@ -94,8 +96,8 @@ print(json.dumps({"latencies": lat, "queries": len(lat) * per_request, "errors":
 """
 
 
-def run_json(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def run_json(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> dict[str, Any]:
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     if done.returncode:
         raise RuntimeError(f"{' '.join(cmd[:4])} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -141,23 +143,24 @@ def overlap(a: list[list[str]], b: list[list[str]]) -> float:
     return sum(len(set(x) & set(y)) / max(len(x), len(y), 1) for x, y in zip(a, b)) / len(a)
 
 
-def timed_build(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+def timed_build(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> dict[str, float]:
     """Wall seconds and the peak resident GB of the largest process of the build."""
     started = time.perf_counter()
     wrapped = [sys.executable, "-c", "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)", *cmd]
-    done = subprocess.run(wrapped, capture_output=True, text=True, env=env)
+    done = subprocess.run(wrapped, capture_output=True, text=True, env=env, cwd=cwd)
     if done.returncode:
         raise RuntimeError(f"build failed:\n{done.stderr[-3000:]}")
     return {"build_s": time.perf_counter() - started, "build_rss_gb": int(done.stdout.split()[-1]) / 2**20}
 
 
-def serve_and_load(cmd: list[str], env: dict[str, str], queries: Path, seconds: float) -> dict[str, Any]:
+def serve_and_load(cmd: list[str], env: dict[str, str], queries: Path, seconds: float,
+                   cwd: Path = ROOT) -> dict[str, Any]:
     """Start a server, drive it with 1, 16, 64 and 256 closed-loop clients of one query a request and
     then with ``BATCHED`` clients of many, stop it. Keys: the client count, and ``"4x128"``."""
     import numpy as np
 
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     try:
         url = None
         for line in proc.stderr:
@@ -217,6 +220,8 @@ def measure(n: int, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     new["disk_bytes"] = folder_bytes(index)
     new.update(run_json([sys.executable, "-c", _LATENCY, "new", str(corpus_path), str(index), str(qfile),
                          str(args.queries)], env))
+    if not Path(module := new.pop("module")).is_relative_to(ROOT):
+        raise RuntimeError(f"the new code's run imported {module}, not {ROOT}")
     print(f"  new: build {new['build_s']:.0f} s, single {new['single_p50_ms']:.2f} ms, batched "
           f"{new['batched_ms_per_query']:.3f} ms/q", file=sys.stderr, flush=True)
     new["server"] = serve_and_load([sys.executable, "-m", "mempo_env.retrieval.server", "--index", str(index),
@@ -228,14 +233,16 @@ def measure(n: int, out: Path, args: argparse.Namespace) -> dict[str, Any]:
         code = ("import sys; from mempo_env.retrieval.bm25 import BM25Retriever; "
                 "from mempo_env.tasks.loaders import load_corpus; BM25Retriever(load_corpus(sys.argv[1]), "
                 "cache_dir=sys.argv[2])")
-        old = timed_build([sys.executable, "-c", code, str(corpus_path), str(cache)], old_env)
+        old = timed_build([sys.executable, "-c", code, str(corpus_path), str(cache)], old_env, tree)
         old["disk_bytes"] = folder_bytes(cache)
         old.update(run_json([sys.executable, "-c", _LATENCY, "old", str(corpus_path), str(cache), str(qfile),
-                             str(args.old_single)], old_env))
+                             str(args.old_single)], old_env, tree))
+        if not Path(module := old.pop("module")).is_relative_to(tree):  # the cwd comes first on sys.path
+            raise RuntimeError(f"the old code's run imported {module}, not the worktree {tree}")
         print(f"  old: build {old['build_s']:.0f} s, single {old['single_p50_ms']:.2f} ms, batched "
               f"{old['batched_ms_per_query']:.3f} ms/q", file=sys.stderr, flush=True)
         old["server"] = serve_and_load([sys.executable, "-m", "mempo_env.retrieval.server", "--corpus",
-                                        str(corpus_path), "--port", "0"], old_env, qfile, args.seconds)
+                                        str(corpus_path), "--port", "0"], old_env, qfile, args.seconds, tree)
         row["same_rankings"] = old.pop("ranked") == new["ranked"]
         row["old"] = old
     if args.lucene and n <= args.lucene_up_to:

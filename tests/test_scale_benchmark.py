@@ -8,7 +8,10 @@ record holds what RESULTS quotes from it.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from benchmarks import scale
 from benchmarks.bench_bm25 import corpus, iter_corpus
@@ -33,3 +36,20 @@ def test_a_run_measures_every_level_and_extrapolates(tmp_path: Path, capsys) -> 
     assert extrapolation["from"] == [1000, 2000] and set(extrapolation["wiki18"]) == set(extrapolation["per_passage"])
     printed = capsys.readouterr().out
     assert printed.count("| new |") == 2 and "wiki-18 (21M passages), extrapolated linearly" in printed
+
+
+def test_the_old_code_is_measured_from_its_own_worktree(tmp_path: Path) -> None:
+    """``--old`` runs the commit's code, not the checkout's: run from the repository root, a
+    subprocess would import the checkout first (its cwd heads sys.path), which once made the
+    "old" rows a second measurement of the new code. The run checks which package it imported."""
+    root = Path(scale.ROOT)
+    if subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    try:
+        scale.main(["--sizes", "1000", "--out", str(tmp_path), "--queries", "20", "--seconds", "0.2", "--old", "HEAD"])
+        row = json.loads((tmp_path / "scale.json").read_text())["rows"][0]
+        assert row["same_rankings"] and row["old"]["batched_n"] == 20
+        assert all(level["n_errors"] == 0 for level in row["old"]["server"].values())
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tmp_path / "old-HEAD")],
+                       capture_output=True)

@@ -11,8 +11,9 @@ Scores are exactly those of ``bm25s`` (the Lucene variant, ``k1=0.9, b=0.4`` by 
 ``title + " " + text`` tokenised by ``bm25s.tokenize`` with English stopwords), computed with the same
 float operations in the same order, and ranked by the same rule (best first, ties in corpus order,
 only documents sharing a term with the query), so rankings equal the in-memory ``bm25s`` index's.
-A query touches only its terms' posting lists, never an array over every document: its cost grows
-with how many documents hold its words, not with the corpus.
+Queries are scored by MaxScore compiled with numba (``mempo_env.retrieval.maxscore``, the ``scale``
+extra), which reads a few thousand of a query's postings where an exhaustive sum reads all of them;
+without numba, by that exhaustive sum in numpy (bm25s's own method and speed).
 
 Building holds one chunk of tokenised passages at a time (``CHUNK`` of them) plus the vocabulary;
 the postings are scattered into their final memory-mapped files chunk by chunk. A folder is
@@ -211,10 +212,6 @@ def _build_postings(store: PassageStore, folder: Path, k1: float, b: float, work
             "unsearchable_docs": int((lengths == 0).sum())}
 
 
-PRUNE_BELOW = 200_000
-"""MaxScore pays off while its candidates are fewer than this; past it the exhaustive sum is as cheap."""
-
-
 def _top(docs: np.ndarray, scores: np.ndarray, topk: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``topk`` best of ``docs`` with a score > 0, best first, ties in corpus order (all documents
     tied with the k-th best kept until the exact order is taken)."""
@@ -227,14 +224,25 @@ def _top(docs: np.ndarray, scores: np.ndarray, topk: int) -> tuple[np.ndarray, n
     return docs[best].astype(np.int64), scores[best]
 
 
+def has_numba() -> bool:
+    """Whether the compiled scorer can run (numba, the ``scale`` extra, is installed)."""
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
+
+
 class BM25Index:
     """A built index folder, memory-mapped: ``search`` is the ``Retriever`` contract, ``rank`` its ids.
 
-    ``threads``: how many threads score a batch of queries (numpy releases the interpreter lock in
-    the gathers and scatters that dominate). ``verify``: read every array once to check document ids
-    are in range (seconds at wiki scale; the sizes and the metadata are always checked)."""
+    ``threads``: how many threads score a batch of queries (neither scorer holds the interpreter
+    lock while it scores). ``compiled``: MaxScore compiled with numba (``mempo_env.retrieval.maxscore``;
+    the default where numba is installed) or, with ``False``, every posting summed with numpy: the
+    same rankings, 3-4x slower at 1M passages and more as the corpus grows. ``verify``: read every
+    array once to check document ids are in range (seconds at wiki scale; the sizes and the metadata
+    are always checked)."""
 
-    def __init__(self, folder: str | Path, *, threads: int = 0, verify: bool = False) -> None:
+    def __init__(self, folder: str | Path, *, threads: int = 0, compiled: bool | None = None,
+                 verify: bool = False) -> None:
         self.folder = Path(folder)
         meta_path = self.folder / META
         try:
@@ -262,6 +270,7 @@ class BM25Index:
                 m["num_docs"]:
             raise BM25IndexError(f"{self.folder}: postings name documents outside the corpus (damaged)")
         self.threads = threads or min(4, os.cpu_count() or 1)
+        self.compiled = has_numba() if compiled is None else compiled
         self._local = threading.local()  # one score accumulator per thread
         self._pool: ThreadPoolExecutor | None = None
 
@@ -289,124 +298,44 @@ class BM25Index:
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         term_ids = [[i for t in tokens if (i := self.term_id(t)) >= 0] for tokens in tokenize(list(queries))]
+        score = self._rank_compiled if self.compiled else self._rank_exhaustive
         if self.threads == 1 or len(term_ids) < 2 * self.threads:
-            return [self._rank_one(ids, topk) for ids in term_ids]
+            return score(term_ids, topk)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="bm25")
         size = -(-len(term_ids) // self.threads)
         shards = [term_ids[i : i + size] for i in range(0, len(term_ids), size)]
-        return [r for part in self._pool.map(lambda ids: [self._rank_one(q, topk) for q in ids], shards)
-                for r in part]
+        return [r for part in self._pool.map(lambda shard: score(shard, topk), shards) for r in part]
 
-    def _rank_one(self, term_ids: list[int], topk: int) -> tuple[np.ndarray, np.ndarray]:
-        """MaxScore (Turtle and Flood, 1995), exact, in three steps.
+    def _rank_compiled(self, term_ids: list[list[int]], topk: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """MaxScore, compiled, over a batch (``mempo_env.retrieval.maxscore``): bm25s's scores bit for bit."""
+        from mempo_env.retrieval.maxscore import rank_batch
 
-        1. The rarest term's documents get their other terms' weights, rarest term first; after each
-           term, the documents that the remaining terms' largest weights cannot lift to the k-th best
-           sum so far are dropped (a sum only grows). What is left gives a lower bound on the k-th
-           best score.
-        2. Any other document's score is at most the weights it has of the other terms: the frequent
-           terms whose largest weights together stay below the bound cannot lift a document into the
-           top k alone, so only the other terms' documents are candidates, and of those only the ones
-           whose weights of those terms, plus the frequent terms' largest, reach the bound.
-        3. The candidates left are scored exactly: weights added in query order in float32, the
-           additions bm25s makes, so scores, and so ties, are bit for bit bm25s's.
+        ptr = np.zeros(len(term_ids) + 1, dtype=np.int64)
+        np.cumsum([len(ids) for ids in term_ids], out=ptr[1:])
+        flat = np.fromiter((i for ids in term_ids for i in ids), dtype=np.int64, count=int(ptr[-1]))
+        docs, scores, found = rank_batch(self._indptr, self._postings, self._weights, self._max_weights, ptr, flat,
+                                         topk)
+        return [(docs[i, :n], scores[i, :n]) for i, n in enumerate(found.tolist())]
 
-        The bounds are compared with a relative margin of 1e-5, far above float32 rounding."""
-        if not term_ids:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        terms = sorted(set(term_ids), key=lambda t: self._indptr[t + 1] - self._indptr[t])
-        seed, seed_weights = self._posting(terms[0])
-        if len(seed) > PRUNE_BELOW:  # every term frequent: the exhaustive sum costs no more
-            return self._rank_exhaustive(term_ids, topk)
-        if len(terms) == 1:
-            return _top(seed, self._score(seed, term_ids), topk)
-        count = {t: term_ids.count(t) for t in terms}
-        most = {t: float(self._max_weights[t]) * count[t] for t in terms}
-        docs, sums = seed, seed_weights.astype(np.float64) * count[terms[0]]
-        for i, t in enumerate(terms[1:], 1):
-            if len(docs) > topk:
-                kth = np.partition(sums, -topk)[-topk]
-                keep = (sums + sum(most[u] for u in terms[i:])) * (1 + 1e-5) >= kth
-                docs, sums = docs[keep], sums[keep]
-            sums = sums + self._weights_of(docs, t) * count[t]
-        bound = float(np.partition(sums, -topk)[-topk]) * (1 - 1e-5) if len(docs) >= topk else 0.0
-        # terms by their largest weight, lowest first: the longest run whose bounds sum below the bound
-        # is left out of the candidates
-        total, rest, essential = 0.0, 0.0, []
-        for t in sorted(terms, key=lambda t: most[t]):
-            total += most[t]
-            if total * (1 + 1e-5) >= bound:
-                essential.append(t)
-            else:
-                rest = total
-        others = [t for t in essential if t != terms[0]]
-        if others:
-            acc = self._accumulator()
-            acc[seed] = -np.inf  # in step 1 already: never a candidate again
-            found = []
-            for t in others:
-                postings, weights = self._posting(t)
-                before = acc[postings]
-                found.append(postings[before == 0])  # weights are > 0: a document is new while its sum is 0
-                acc[postings] = before + weights * np.float32(count[t])
-            more = found[0] if len(found) == 1 else np.concatenate(found)
-            upper = acc[more].astype(np.float64) + rest
-            acc[more] = acc[seed] = 0  # ready for the next query, at the cost of this one's documents only
-            docs = np.sort(np.concatenate([docs, more[upper * (1 + 1e-5) >= bound]]))
-        return _top(docs, self._score(docs, term_ids), topk)
-
-    def _accumulator(self) -> np.ndarray:
-        """This thread's float32 array over every document, all zeros between queries."""
+    def _rank_exhaustive(self, term_ids: list[list[int]], topk: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Every posting of every term added into a per-thread accumulator over every document, as
+        bm25s's ``get_scores`` adds them (``np.add.at``, terms in query order, a repeated word twice).
+        Posting lists are copied out of the map first: numpy's scatters ran 2.5-4x slower on
+        memory-mapped pages than on a private copy (1M passages), and a copy is one sequential read."""
         acc = getattr(self._local, "acc", None)
         if acc is None:
             acc = self._local.acc = np.zeros(self.meta["num_docs"], dtype=np.float32)
-        return acc
-
-    def _posting(self, t: int, lookups: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Term ``t``'s documents and weights: private copies when the caller reads the whole list or
-        makes ``lookups`` binary searches in it that cost about as much (numpy's gathers, scatters and
-        searches ran 2.5-4x slower on memory-mapped pages than on a copy, measured on 1M passages; a copy
-        is one sequential pass), else views of the mapped arrays."""
-        s, e = int(self._indptr[t]), int(self._indptr[t + 1])
-        postings, weights = self._postings[s:e], self._weights[s:e]
-        if lookups is None or 16 * lookups >= e - s:
-            return postings.copy(), weights.copy()
-        return postings, weights
-
-    def _weights_of(self, docs: np.ndarray, t: int) -> np.ndarray:
-        """Term ``t``'s float32 weight in each of ``docs`` (int32, ascending), 0 where it is absent:
-        a binary search of the shorter of its postings and ``docs`` in the other (of the same dtype:
-        numpy would copy a posting list to search it with other ones)."""
-        postings, weights = self._posting(t, len(docs))
-        if len(postings) < len(docs):
-            out = np.zeros(len(docs), dtype=np.float32)
-            at = np.minimum(np.searchsorted(docs, postings), len(docs) - 1)
-            hit = docs[at] == postings
-            out[at[hit]] = weights[hit]
-            return out
-        at = np.minimum(np.searchsorted(postings, docs), len(postings) - 1)
-        return np.where(postings[at] == docs, weights[at], np.float32(0))
-
-    def _score(self, docs: np.ndarray, term_ids: list[int]) -> np.ndarray:
-        """The float32 scores of ``docs`` (int32, ascending): each term's weights added in query order
-        (x + 0 is x: an absent term adds nothing)."""
-        scores = np.zeros(len(docs), dtype=np.float32)
-        for t in term_ids:
-            if len(docs):
-                scores += self._weights_of(docs, t)
-        return scores
-
-    def _rank_exhaustive(self, term_ids: list[int], topk: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every posting of every term added into a per-thread accumulator over every document, as
-        bm25s's ``get_scores`` adds them (``np.add.at``, terms in query order, a repeated word twice)."""
-        acc = self._accumulator()
-        for t in term_ids:
-            np.add.at(acc, *self._posting(t))
-        docs = np.flatnonzero(acc)
-        scores = acc[docs]
-        acc[docs] = 0  # ready for the next query
-        return _top(docs, scores, topk)
+        out = []
+        for ids in term_ids:
+            for t in ids:
+                s, e = int(self._indptr[t]), int(self._indptr[t + 1])
+                np.add.at(acc, self._postings[s:e].copy(), self._weights[s:e].copy())
+            docs = np.flatnonzero(acc)
+            scores = acc[docs]
+            acc[docs] = 0  # ready for the next query
+            out.append(_top(docs, scores, topk))
+        return out
 
     def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
         """One ranked hit list per query, the passages read from the store."""
