@@ -10,4 +10,6 @@ MCP search server (``memsearchqa.search``). docs/trainers.md, section verifiers.
 from memsearchqa.harness import MemSearchQAEnvConfig, MemSearchQAHarness, MemSearchQAVerifiersEnv
 from memsearchqa.taskset import MemSearchQAConfig, MemSearchQATaskset
 
-__all__ = ["MemSearchQAConfig", "MemSearchQAEnvConfig", "MemSearchQAHarness", "MemSearchQATaskset", "MemSearchQAVerifiersEnv"]
+__all__ = [
+    "MemSearchQAConfig", "MemSearchQAEnvConfig", "MemSearchQAHarness", "MemSearchQATaskset", "MemSearchQAVerifiersEnv",
+]

@@ -66,7 +66,8 @@ class McpSearch:
 
     async def _search(self, query: str, topk: int) -> list[Hit]:
         try:
-            result = await self.connection.run(lambda client: client.call_tool("search", {"query": query, "topk": topk}))
+            arguments = {"query": query, "topk": topk}
+            result = await self.connection.run(lambda client: client.call_tool("search", arguments))
         except Exception as e:  # the server itself unreachable, after MCPConnection's retries
             raise RetrieverError(f"the search tool is unreachable: {type(e).__name__}: {e}") from e
         text = "\n".join(block.text for block in result.content if block.type == "text")
