@@ -272,8 +272,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     rss_start, _ = rss_bytes()
     start = time.perf_counter()
-    from jnius import autoclass, cast
     from pyserini.search.lucene import LuceneSearcher  # first: it puts Anserini's jar on the JVM's classpath
+
+    # isort: split
+    from jnius import autoclass, cast
     import_s = time.perf_counter() - start
     rss_imported, _ = rss_bytes()
 
