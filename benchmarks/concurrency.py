@@ -59,6 +59,15 @@ def pss_mb(pid: int) -> float:
     return 0.0
 
 
+def available_mb() -> float:
+    """The machine's available memory in MB (``MemAvailable``): a level that would not fit is skipped,
+    with its reason, rather than run into the OOM killer."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
 def run_async(n: int, episodes: int, env_kwargs: dict[str, Any], queries: list[str]) -> dict[str, Any]:
     import gymnasium as gym
     import numpy as np
@@ -166,6 +175,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for path in args.paths.split(","):
         for n in map(int, args.sessions.split(",")):
+            measured = [r for r in rows if r["path"] == path and "skipped" not in r]
+            if measured and (need := 1.25 * n * measured[-1]["pss_mb_per_session"]) > available_mb():
+                rows.append({"path": path, "sessions": n, "skipped": f"{n} sessions at the {measured[-1]['sessions']}"
+                             f"-session PSS need about {need / 1024:.1f} GB; {available_mb() / 1024:.1f} GB available"})
+                print(f"{path} x{n}: skipped, {rows[-1]['skipped']}", file=sys.stderr, flush=True)
+                continue
             row = (run_async(n, args.episodes, env_kwargs, queries) if path == "async"
                    else run_openenv(n, args.episodes, env_args, queries))
             rows.append({"path": path, **row})
@@ -178,6 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     print("| path | sessions | episodes played | lost | episodes/s | searches/s | MB a session (PSS) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
+        if "skipped" in r:
+            print(f"| {r['path']} | {r['sessions']} | skipped: {r['skipped']} | | | | |")
+            continue
         print(f"| {r['path']} | {r['sessions']} | {r['played']} | {r['lost']} | {r['episodes_per_s']:.1f} | "
               f"{2 * r['episodes_per_s']:.0f} | {r['pss_mb_per_session']:.1f} |")
 

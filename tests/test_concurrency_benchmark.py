@@ -41,3 +41,13 @@ def test_an_episode_that_does_not_end_with_its_score_is_lost(index, monkeypatch)
     monkeypatch.setattr(concurrency, "actions", never_answers)
     row = concurrency.run_async(2, 1, {"retriever": str(folder), "max_turns": 6}, json.loads(queries.read_text()))
     assert (row["played"], row["lost"]) == (0, 4)
+
+
+def test_a_level_that_would_not_fit_in_memory_is_skipped_with_its_reason(index, tmp_path: Path, monkeypatch) -> None:
+    folder, queries = index
+    monkeypatch.setattr(concurrency, "available_mb", lambda: 1.0)  # after the first level: nothing fits
+    concurrency.main(["--index", str(folder), "--queries", str(queries), "--sessions", "2,3", "--episodes", "1",
+                      "--paths", "async", "--out", str(tmp_path)])
+    first, second = json.loads((tmp_path / "concurrency.json").read_text())["rows"]
+    assert first["played"] == 4 and "skipped" not in first
+    assert second["sessions"] == 3 and "GB available" in second["skipped"] and "played" not in second
