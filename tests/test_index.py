@@ -160,6 +160,13 @@ def test_damaged_or_foreign_folders_are_refused(tmp_path) -> None:
     with pytest.raises(BM25IndexError, match="damaged"):
         BM25Index(folder)
     (folder / "weights.npy").write_bytes(weights)
+    indptr = np.load(folder / "indptr.npy")
+    damaged = indptr.copy()
+    damaged[3], damaged[4] = indptr[4] + 5, indptr[3]  # a list that would end before it starts
+    np.save(folder / "indptr.npy", damaged)
+    with pytest.raises(BM25IndexError, match=r"offsets \(indptr.npy\) are damaged"):
+        BM25Index(folder)
+    np.save(folder / "indptr.npy", indptr)
     postings = np.load(folder / "postings.npy")
     postings[5] = 10**6  # a document past the corpus
     np.save(folder / "postings.npy", postings)

@@ -280,7 +280,6 @@ def main(argv: list[str] | None = None) -> None:
         bm25 = BM25Retriever(load_corpus(args.corpus))
         retriever = bm25
         what = f"{len(bm25.corpus):,} documents (index {'loaded from cache' if bm25.loaded_from_cache else 'built'})"
-    retriever.search(["warm up"], 1)  # compiles (or loads) the scorer once, before the workers fork
     server = make_server(retriever, args.host, args.port, args.topk, window=args.window,
                          max_queries=args.max_queries, max_bytes=args.max_bytes)
     host, port = server.server_address[:2]
