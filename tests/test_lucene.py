@@ -35,7 +35,7 @@ NUM_DOCS = 300
 def venv_python() -> Path:
     if not VENV_PYTHON.is_file():
         pytest.skip(f"no {VENV_PYTHON.relative_to(ROOT)}: benchmarks/lucene.py runs in pyserini's own venv "
-                    "(bash scripts/install_pyserini.sh makes it; CI does)")
+                    "(bash scripts/install_pyserini.sh makes it, in about 10 minutes; .ci/run does not)")
     return VENV_PYTHON
 
 

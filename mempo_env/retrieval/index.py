@@ -23,6 +23,7 @@ published by one rename, so an interrupted build leaves no index behind.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -224,11 +225,15 @@ def _top(docs: np.ndarray, scores: np.ndarray, topk: int) -> tuple[np.ndarray, n
     return docs[best].astype(np.int64), scores[best]
 
 
+@functools.cache
 def has_numba() -> bool:
-    """Whether the compiled scorer can run (numba, the ``scale`` extra, is installed)."""
-    import importlib.util
-
-    return importlib.util.find_spec("numba") is not None
+    """Whether the compiled scorer can run: numba (the ``scale`` extra) imports. One that is installed
+    but refuses this numpy raises ImportError too, and the numpy scorer is used instead."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class BM25Index:

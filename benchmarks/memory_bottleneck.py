@@ -1,0 +1,95 @@
+"""Where a policy's F1 goes: evidence never found, found but dropped from memory, or lost in the answer.
+
+    python -m benchmarks.memory_bottleneck runs/memory-bottleneck     # a benchmarks.run folder
+
+Issue 34 asks for a setting where memory is the bottleneck before MemPO and GRPO are compared
+there: a memory-level advantage can only add what memory loses. This reads the episodes of a
+``benchmarks.run`` folder (any agents, views and horizons) and splits each cell's F1 gap, 1 − F1
+summed over its episodes, by the first thing that went wrong in an episode that did not score 1:
+
+- **no answer**: the episode ended without one (turn budget, format, context);
+- **not found**: some gold evidence was never retrieved (``mempo_env.recall``'s ``found`` at the
+  last turn is below the episode's evidence items);
+- **dropped**: everything was found, but the last turn's ``<mem>`` does not hold all of it;
+- **answer**: found and kept, and the answer is still wrong (of those, how many answers have a
+  wrong number of ``;``-separated parts, which misaligns every part after the slip).
+
+Each is a share of the cell's episodes and the F1 points it costs the cell (its episodes' 1 − F1
+over all the cell's episodes): the "dropped" points bound what better memory could add there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+CAUSES = ("no answer", "not found", "dropped", "answer")
+
+
+def cause(record: dict[str, Any]) -> str | None:
+    """The first thing that went wrong in an episode (``None``: it scored F1 1)."""
+    if record["f1"] >= 1.0:
+        return None
+    if not record["answer"]:
+        return "no answer"
+    turns = [t for t in record["memory_per_turn"] if t["found"]]
+    last = turns[-1] if turns else {"found": 0, "kept": 0}
+    if last["found"] < record["evidence_items"]:
+        return "not found"
+    if last["kept"] < last["found"]:
+        return "dropped"
+    return "answer"
+
+
+def wrong_parts(record: dict[str, Any]) -> bool:
+    """Whether the answer has another number of ``;``-separated parts than the episode has questions."""
+    return len(record["answer"].split(";")) != len(record["golden_answers"])
+
+
+def split(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (objectives, context, agent) cell, the agent's sample suffix (``~j``) pooled."""
+    cells: dict[tuple[int, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        cells[(r["objectives"], r["context"], r["agent"].split("~")[0])].append(r)
+    rows = []
+    for (objectives, context, agent), rs in sorted(cells.items()):
+        n = len(rs)
+        by_cause = {c: [r for r in rs if cause(r) == c] for c in CAUSES}
+        rows.append({
+            "objectives": objectives, "context": context, "agent": agent, "episodes": n,
+            "f1": 100 * sum(r["f1"] for r in rs) / n,
+            "share": {c: 100 * len(by_cause[c]) / n for c in CAUSES},
+            "points": {c: 100 * sum(1 - r["f1"] for r in by_cause[c]) / n for c in CAUSES},
+            "wrong_parts": sum(wrong_parts(r) for r in by_cause["answer"]),
+        })
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("| objectives | view | agent | episodes | F1 % | " + " | ".join(f"{c}: episodes %, F1 points"
+                                                                      for c in CAUSES)
+            + " | wrong number of parts |")
+    lines = [head, "|" + "---|" * (5 + len(CAUSES) + 1)]
+    for r in rows:
+        causes = " | ".join(f"{r['share'][c]:.0f}, {r['points'][c]:.1f}" for c in CAUSES)
+        lines.append(f"| {r['objectives']} | {r['context']} | {r['agent']} | {r['episodes']} | {r['f1']:.1f} | "
+                     f"{causes} | {r['wrong_parts']} of {round(r['share']['answer'] * r['episodes'] / 100)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory_bottleneck",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="a benchmarks.run output folder (its episodes.jsonl)")
+    args = parser.parse_args(argv)
+    path = Path(args.run) / "episodes.jsonl"
+    if not path.exists():
+        raise SystemExit(f"error: {path} does not exist (run benchmarks.run into {args.run} first)")
+    print(table(split([json.loads(line) for line in path.read_text().splitlines() if line.strip()])))
+
+
+if __name__ == "__main__":
+    main()

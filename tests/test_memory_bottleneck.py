@@ -1,0 +1,49 @@
+"""benchmarks.memory_bottleneck on hand-made episodes: each F1 loss goes to the first thing that went wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import memory_bottleneck as mb
+
+
+def episode(f1: float, answer: str, turns: list[tuple[int, int]], evidence: int = 2, agent: str = "p",
+            golden: int = 2) -> dict:
+    return {"f1": f1, "answer": answer, "evidence_items": evidence, "agent": agent, "objectives": golden,
+            "context": "memory", "golden_answers": [["x"]] * golden,
+            "memory_per_turn": [{"found": f, "kept": k, "context_kept": f} for f, k in turns]}
+
+
+CASES = {
+    "right": episode(1.0, "a; b", [(0, 0), (1, 1), (2, 2)]),
+    "no answer": episode(0.0, "", [(0, 0), (1, 1)]),
+    "not found": episode(0.5, "a; c", [(0, 0), (1, 1), (1, 1)]),
+    "dropped": episode(0.5, "a; c", [(0, 0), (1, 1), (2, 1)]),
+    "dropped earlier, kept at the end": episode(0.0, "a", [(1, 0), (2, 2)]),
+}
+
+
+def test_each_episode_gets_the_first_cause() -> None:
+    assert [mb.cause(r) for r in CASES.values()] == [None, "no answer", "not found", "dropped", "answer"]
+    assert mb.wrong_parts(CASES["dropped earlier, kept at the end"]) and not mb.wrong_parts(CASES["dropped"])
+
+
+def test_the_points_add_up_to_the_cells_f1_gap(tmp_path: Path, capsys) -> None:
+    records = [*CASES.values(), {**CASES["dropped"], "agent": "p~2"}]  # a sample of the same policy pools
+    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (row,) = mb.split(records)
+    assert row["episodes"] == 6 and row["f1"] == pytest.approx(100 * 2.5 / 6)
+    assert sum(row["points"].values()) == pytest.approx(100 - row["f1"])
+    assert row["points"]["dropped"] == pytest.approx(100 * 1.0 / 6) and row["share"]["answer"] == pytest.approx(100 / 6)
+    assert row["wrong_parts"] == 1
+    mb.main([str(tmp_path)])
+    row_line = "| 2 | memory | p | 6 | 41.7 | 17, 16.7 | 17, 8.3 | 33, 16.7 | 17, 16.7 | 1 of 1 |"
+    assert row_line in capsys.readouterr().out
+
+
+def test_a_folder_without_episodes_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="episodes.jsonl does not exist"):
+        mb.main([str(tmp_path)])
