@@ -1,6 +1,7 @@
 """Where a policy's F1 goes: evidence never found, found but dropped from memory, or lost in the answer.
 
-    python -m benchmarks.memory_bottleneck runs/memory-bottleneck     # a benchmarks.run folder
+    python -m benchmarks.memory_bottleneck runs/memory-bottleneck --play   # the warm-up, then the split
+    python -m benchmarks.memory_bottleneck runs/learners5/eval/memory/mempo-s0   # any benchmarks.run folder
 
 Issue 34 asks for a setting where memory is the bottleneck before MemPO and GRPO are compared
 there: a memory-level advantage can only add what memory loses. This reads the episodes of a
@@ -16,6 +17,11 @@ summed over its episodes, by the first thing that went wrong in an episode that 
 
 Each is a share of the cell's episodes and the F1 points it costs the cell (its episodes' 1 − F1
 over all the cell's episodes): the "dropped" points bound what better memory could add there.
+
+``--play`` first plays ``--policy`` (default: the learners' warm-up, every arm's start) into the
+folder as ``benchmarks.learners`` evaluates a policy: its held-out questions, prompt, turn budget and
+window, greedy and ``--samples`` times at the rollout temperature, in the memory view (resumed
+episode by episode).
 """
 
 from __future__ import annotations
@@ -80,11 +86,37 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def play(out: Path, policy: str, objectives: list[int], episodes: int, samples: int) -> None:
+    """``policy`` greedy and sampled into ``out``, with ``benchmarks.learners``' evaluation settings."""
+    from transformers import AutoConfig
+
+    from algorithms.mempo import Config
+    from benchmarks import learners
+    from benchmarks.run import evaluate
+
+    base = Config()
+    path = policy or str(learners.default_warmup(base.task_seed, base.hops))
+    greedy = f"hf:{path}#max_new_tokens={learners.EVAL_MAX_NEW_TOKENS}"
+    agents = {"greedy": greedy, **{f"T{base.temperature:g}~{j}": f"{greedy}#temperature={base.temperature}"
+                                   f"#seed={j * learners.SAMPLING_SEED}" for j in range(1, samples + 1)}}
+    window = AutoConfig.from_pretrained(path).max_position_embeddings - learners.EVAL_MAX_NEW_TOKENS
+    evaluate(agents, out_dir=out, dataset=learners.eval_task("test", base), objectives=objectives,
+             contexts=["memory"], episodes=episodes, prompt=learners.TRAIN_PROMPT, max_turns=base.max_turns,
+             tokenizer=path, max_context_tokens=window, plots=False, verbose=False, batch_size=episodes)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory_bottleneck",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("run", help="a benchmarks.run output folder (its episodes.jsonl)")
+    parser.add_argument("--play", action="store_true", help="first play --policy into it (see the module doc)")
+    parser.add_argument("--policy", default="", help="a model folder; empty: the learners' warm-up")
+    parser.add_argument("--objectives", default="6,8,10", help="horizons to play, comma-separated")
+    parser.add_argument("--episodes", type=int, default=40, help="held-out questions per horizon")
+    parser.add_argument("--samples", type=int, default=2, help="sampled episodes per question")
     args = parser.parse_args(argv)
+    if args.play:
+        play(Path(args.run), args.policy, [int(k) for k in args.objectives.split(",")], args.episodes, args.samples)
     path = Path(args.run) / "episodes.jsonl"
     if not path.exists():
         raise SystemExit(f"error: {path} does not exist (run benchmarks.run into {args.run} first)")

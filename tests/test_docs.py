@@ -249,6 +249,9 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.memory_signal": parse_only("benchmarks.memory_signal", "about 10 minutes of rollouts and scoring "
                                            "a temperature on 2 cores; tests/test_memory_signal.py runs it at tiny "
                                            "settings", lambda m, a: m.main(a)),
+    "benchmarks.memory_bottleneck": parse_only("benchmarks.memory_bottleneck", "about 5 minutes of held-out episodes "
+                                               "with --play on 2 cores; tests/test_memory_bottleneck.py runs it",
+                                               lambda m, a: m.main(a)),
     "benchmarks.scale": parse_only("benchmarks.scale", "about 15 minutes at 1M passages on 2 cores; "
                                    "tests/test_scale_benchmark.py runs it at tiny settings", lambda m, a: m.main(a)),
     "benchmarks.concurrency": parse_only("benchmarks.concurrency", "minutes over a 1M-passage index; "

@@ -47,3 +47,12 @@ def test_the_points_add_up_to_the_cells_f1_gap(tmp_path: Path, capsys) -> None:
 def test_a_folder_without_episodes_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="episodes.jsonl does not exist"):
         mb.main([str(tmp_path)])
+
+
+def test_play_evaluates_the_warm_up_as_the_learners_do_then_splits(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("transformers")
+    mb.main([str(tmp_path), "--play", "--objectives", "1", "--episodes", "2", "--samples", "1"])
+    printed = capsys.readouterr().out
+    assert "| 1 | memory | greedy | 2 |" in printed and "| 1 | memory | T1 | 2 |" in printed
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["agents"]["T1~1"].endswith("#temperature=1.0#seed=1000003")
