@@ -679,6 +679,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", default=None, help="output folder (default runs/learners; runs/learners-quick)")
     p.add_argument("--seeds", default=None, help=f"training seeds, comma-separated (default {_csv(SEEDS)})")
     p.add_argument("--steps", type=int, default=None, help="RL steps per run (default: algorithms.mempo.Config's)")
+    p.add_argument("--train-objectives", type=int, default=None,
+                   help="the training horizon of every arm, and the sampled evaluation's (default: "
+                        "algorithms.mempo.Config's); at 10 the warm-up's rollouts lose most F1 to dropped notes "
+                        "(docs/experiments/memory-bottleneck.md)")
     p.add_argument("--episodes", type=int, default=None,
                    help=f"evaluation questions per policy and horizon (default {EPISODES})")
     p.add_argument("--samples", type=int, default=None,
@@ -708,7 +712,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             samples=default["samples"] if args.samples is None else args.samples,
             objectives=_int_list(args.objectives, "--objectives") if args.objectives else default["objectives"],
             split=args.split, warmup=args.warmup, long_from=args.long_from, jobs=args.jobs,
-            learner={} if steps is None else {"steps": steps},
+            learner={**({} if steps is None else {"steps": steps}),
+                     **({} if args.train_objectives is None else {"objectives": args.train_objectives})},
             command=shlex.join(["python", "-m", "benchmarks.learners", *(sys.argv[1:] if argv is None else argv)]))
         if args.results_md:
             print(f"written to {write_results_section(out, args.results_md, args.record_md)} and {args.record_md}")

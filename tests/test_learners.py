@@ -116,6 +116,14 @@ def test_parallel_jobs_share_the_threads():
         assert learners.in_parallel(2, [(torch.get_num_threads,)] * 3) == [share] * 3
 
 
+def test_the_training_horizon_reaches_every_arm_through_the_learner_settings(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(learners, "compare", lambda out, **kwargs: calls.append(kwargs) or {})
+    learners.main(["--out", str(tmp_path), "--train-objectives", "10", "--steps", "3"])
+    learners.main(["--out", str(tmp_path)])
+    assert [c["learner"] for c in calls] == [{"steps": 3, "objectives": 10}, {}]
+
+
 def test_the_comparison_says_where_it_wrote(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(learners, "compare", lambda out, **kwargs: {"out": out})
     learners.main(["--out", str(tmp_path / "cmp")])
