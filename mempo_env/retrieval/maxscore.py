@@ -94,8 +94,8 @@ def _rank_query(indptr: np.ndarray, postings: np.ndarray, weights: np.ndarray, m
         if doc == _NONE:
             break
         partial = 0.0
-        for r in range(nd):
-            weight[r] = 0
+        for j in range(nd):
+            weight[j] = 0
         for r in range(first, nd):
             c = cur[r]
             if c < end[r] and postings[c] == doc:
