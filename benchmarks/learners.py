@@ -23,10 +23,10 @@ without looking at the evaluation questions.
 
 The report (``report.md``, ``results.json``, ``curves.png``, ``f1_vs_objectives.png``,
 ``cost_vs_objectives.png``) says whether each learner learned (training reward against the control on
-the same seeds, held-out sampled and greedy F1 against the start on the same questions), MemPO − GRPO
-with its spread over seeds, and answers the paper's three questions (spec section 10): (a) MemPO vs
-GRPO F1 at long horizons, (b) total tokens of the memory view vs the full context, (c) how F1 falls as
-objectives grow.
+the same seeds, held-out sampled and greedy F1 and memory recall against the start and the control on
+the same questions), MemPO − GRPO with its spread over seeds, and answers the paper's three questions
+(spec section 10): (a) MemPO vs GRPO F1 at long horizons, (b) total tokens of the memory view vs the
+full context, (c) how F1 falls as objectives grow.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ LEARNERS = ("mempo", "grpo")  # measured against the control, which trains in th
 WARMUP, WARMUP_FULL = "warm-up", "warm-up (full)"
 START = {arm: WARMUP_FULL if ARMS[arm]["context"] == "full" else WARMUP for arm in ARMS}  # each arm's start
 POLICIES = (WARMUP, *ARMS)
+RECALL = "episode_memory_recall"  # of the evidence an episode found, the share its last <mem> keeps
 SEEDS, EPISODES, SAMPLES, OBJECTIVES, LONG_FROM = (0, 1, 2, 3, 4), 100, 4, (2, 4, 6, 8, 10), 6
 QUICK = {"seeds": (0,), "steps": 4, "episodes": 10, "samples": 2, "objectives": (2, 6)}
 # The comparison's own settings: Config fields it sets per arm, so an override of them is refused.
@@ -277,18 +278,22 @@ def seed_averaged(records: list[dict[str, Any]], metrics: Sequence[str] = METRIC
 def per_episode(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> dict[int, float]:
     """An arm's ``metric`` per evaluation question at ``k`` objectives, averaged over its training seeds."""
     mine = [r for r in records if r["agent"] == arm and r["objectives"] == k]
-    return {r["episode"]: r[metric] for r in seed_averaged(mine, (metric,))}
+    return {r["episode"]: r.get(metric) for r in seed_averaged(mine, (metric,))}  # None: not measured
 
 
 def cell(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> Cell:
-    values = list(per_episode(records, arm, k, metric).values())
+    """``metric``'s mean and interval over the questions (a question where it is undefined, a recall where
+    no seed found evidence, is left out)."""
+    values = [v for v in per_episode(records, arm, k, metric).values() if v is not None]
     return mean_ci(values) if values else None
 
 
-def paired(records: list[dict[str, Any]], a: str, b: str, k: int) -> Cell:
-    """F1 of ``a`` minus ``b`` per question (each averaged over its seeds), on the questions both played."""
-    first, second = per_episode(records, a, k), per_episode(records, b, k)
-    diffs = [first[e] - second[e] for e in sorted(first.keys() & second.keys())]
+def paired(records: list[dict[str, Any]], a: str, b: str, k: int, metric: str = "f1") -> Cell:
+    """``metric`` of ``a`` minus ``b`` per question (each averaged over its seeds), on the questions where
+    both have it."""
+    first, second = per_episode(records, a, k, metric), per_episode(records, b, k, metric)
+    diffs = [first[e] - second[e] for e in sorted(first.keys() & second.keys())
+             if first[e] is not None and second[e] is not None]
     return mean_ci(diffs) if diffs else None
 
 
@@ -364,9 +369,10 @@ def over_seeds(values: Mapping[int, float | None]) -> Cell:
 def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[str, list]],
                     settings: dict[str, Any]) -> dict[str, list]:
     """``learning``: per arm, the training reward against the control (paired by seed), held-out sampled
-    F1 at the training horizon and greedy F1 at the long horizons, each against the start and the
-    control (paired per question); ``mempo_grpo``: MemPO − GRPO on the same three measures, with each
-    training seed's value. Rows hold ``Cell``s and ``{seed: value}`` spreads."""
+    F1 at the training horizon and greedy F1 at the long horizons, and the memory recall of both
+    (``episode_memory_recall``: the share of the evidence found that the last ``<mem>`` keeps), each
+    against the start and the control (paired per question); ``mempo_grpo``: MemPO − GRPO on the same
+    measures, with each training seed's value. Rows hold ``Cell``s and ``{seed: value}`` spreads."""
     steps, seeds = settings["learner"]["steps"], settings["seeds"]
     k = settings["sampled_objectives"][0]
     long = [h for h in settings["objectives"] if h >= settings["long_from"]]
@@ -381,11 +387,14 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
     def one_seed(rs: list[dict[str, Any]], s: int) -> list[dict[str, Any]]:
         return [r for r in rs if r["train_seed"] in (s, None)]  # the warm-up is every seed's start
 
-    def sampled_diff(rs: list[dict[str, Any]], a: str, b: str) -> Cell:
-        return paired(rs, a, b, k)
+    def sampled_diff(rs: list[dict[str, Any]], a: str, b: str, metric: str = "f1") -> Cell:
+        return paired(rs, a, b, k, metric)
 
-    def greedy_diff(rs: list[dict[str, Any]], a: str, b: str) -> Cell:
-        return average([paired(rs, a, b, h) for h in long]) if long else None
+    def greedy_diff(rs: list[dict[str, Any]], a: str, b: str, metric: str = "f1") -> Cell:
+        return average([paired(rs, a, b, h, metric) for h in long]) if long else None
+
+    def greedy_cell(arm: str, metric: str = "f1") -> Cell:
+        return average([cell(greedy, arm, h, metric) for h in long]) if long else None
 
     rows = []
     for arm in ARMS:
@@ -396,20 +405,30 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
             "reward - control by seed": seed_diff(arm, "control") if learner else {},
             "sampled": cell(sampled, arm, k), "sampled - start": sampled_diff(sampled, arm, START[arm]),
             "sampled - control": sampled_diff(sampled, arm, "control") if learner else None,
-            "greedy": average([cell(greedy, arm, h) for h in long]) if long else None,
-            "greedy - start": greedy_diff(greedy, arm, START[arm]),
-            "greedy - control": greedy_diff(greedy, arm, "control") if learner else None})
+            "greedy": greedy_cell(arm), "greedy - start": greedy_diff(greedy, arm, START[arm]),
+            "greedy - control": greedy_diff(greedy, arm, "control") if learner else None,
+            "sampled recall": cell(sampled, arm, k, RECALL),
+            "sampled recall - start": sampled_diff(sampled, arm, START[arm], RECALL),
+            "sampled recall - control": sampled_diff(sampled, arm, "control", RECALL) if learner else None,
+            "greedy recall": greedy_cell(arm, RECALL),
+            "greedy recall - start": greedy_diff(greedy, arm, START[arm], RECALL),
+            "greedy recall - control": greedy_diff(greedy, arm, "control", RECALL) if learner else None})
     for start in (WARMUP, WARMUP_FULL):
-        rows.append({"arm": start, "sampled": cell(sampled, start, k),
-                     "greedy": average([cell(greedy, start, h) for h in long]) if long else None})
+        rows.append({"arm": start, "sampled": cell(sampled, start, k), "greedy": greedy_cell(start),
+                     "sampled recall": cell(sampled, start, k, RECALL), "greedy recall": greedy_cell(start, RECALL)})
     measures = [("training reward (2nd half of the steps)", over_seeds(seed_diff("mempo", "grpo")),
                  seed_diff("mempo", "grpo"), 1),
                 (f"held-out sampled F1 % at {k} objectives", sampled_diff(sampled, "mempo", "grpo"),
-                 {s: sampled_diff(one_seed(sampled, s), "mempo", "grpo") for s in seeds}, 100)]
+                 {s: sampled_diff(one_seed(sampled, s), "mempo", "grpo") for s in seeds}, 100),
+                (f"held-out sampled memory recall % at {k} objectives", sampled_diff(sampled, "mempo", "grpo", RECALL),
+                 {s: sampled_diff(one_seed(sampled, s), "mempo", "grpo", RECALL) for s in seeds}, 100)]
     if long:
-        measures.append((f"held-out greedy F1 % at {long[0]}-{long[-1]} objectives",
-                         greedy_diff(greedy, "mempo", "grpo"),
-                         {s: greedy_diff(one_seed(greedy, s), "mempo", "grpo") for s in seeds}, 100))
+        span = f"{long[0]}-{long[-1]}"
+        measures += [(f"held-out greedy F1 % at {span} objectives", greedy_diff(greedy, "mempo", "grpo"),
+                      {s: greedy_diff(one_seed(greedy, s), "mempo", "grpo") for s in seeds}, 100),
+                     (f"held-out greedy memory recall % at {span} objectives",
+                      greedy_diff(greedy, "mempo", "grpo", RECALL),
+                      {s: greedy_diff(one_seed(greedy, s), "mempo", "grpo", RECALL) for s in seeds}, 100)]
     mempo_grpo = [{"measure": name, "mempo - grpo": d, "by seed": {s: v if v is None or isinstance(v, float) else v[0]
                                                                    for s, v in spread.items()}, "scale": scale}
                   for name, d, spread, scale in measures]
@@ -445,6 +464,19 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
             signed(row.get("sampled - start"), 100, 1), signed(row.get("sampled - control"), 100, 1),
             "–" if row.get("greedy") is None else text(row["greedy"], 100, 1, bounded=True),
             signed(row.get("greedy - start"), 100, 1), signed(row.get("greedy - control"), 100, 1)]) + " |")
+    lines += ["", "### Memory recall: each arm against the control and its start", "",
+              "Of the gold evidence an episode found, the share its last `<mem>` keeps "
+              "(`episode_memory_recall`; an episode that found none is left out), %.", "",
+              f"| arm | sampled at {k} | − start | − control | greedy at {span} | − start | − control |",
+              "|---" * 7 + "|"]
+    for row in tables["learning"]:
+        lines.append(" | ".join([
+            f"| {row['arm']}",
+            "–" if row.get("sampled recall") is None else text(row["sampled recall"], 100, 1, bounded=True),
+            signed(row.get("sampled recall - start"), 100, 1), signed(row.get("sampled recall - control"), 100, 1),
+            "–" if row.get("greedy recall") is None else text(row["greedy recall"], 100, 1, bounded=True),
+            signed(row.get("greedy recall - start"), 100, 1),
+            signed(row.get("greedy recall - control"), 100, 1)]) + " |")
     lines += ["", "### MemPO − GRPO", "", "| measure | mempo − grpo | by training seed |", "|---|---|---|"]
     for row in tables["mempo_grpo"]:
         digits = 2 if row["scale"] == 1 else 1
@@ -459,7 +491,8 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
                   f"({verdict(row['reward - control'])}); held-out sampled F1 at {k} objectives − start "
                   f"{signed(row['sampled - start'], 100, 1)} points ({verdict(row['sampled - start'])}); greedy F1 "
                   f"at {span} objectives − start {signed(row['greedy - start'], 100, 1)} points "
-                  f"({verdict(row['greedy - start'])})."]
+                  f"({verdict(row['greedy - start'])}); sampled memory recall at {k} objectives − start "
+                  f"{signed(row['sampled recall - start'], 100, 1)} points ({verdict(row['sampled recall - start'])})."]
     for row in tables["mempo_grpo"]:
         lines.append(f"- mempo − grpo, {row['measure']}: {signed(row['mempo - grpo'], row['scale'], 2)} "
                      f"({verdict(row['mempo - grpo'])}).")

@@ -228,3 +228,32 @@ def test_learning_is_measured_against_the_control_by_seed_and_the_start_by_quest
     assert by["training reward"]["by seed"] == pytest.approx({0: 0.5, 1: 1.5})
     text_ = "\n".join(learning_markdown(tables, settings))
     assert "- mempo: training reward − control +1.50 ± " in text_ and "held-out sampled F1 at 6 objectives" in text_
+
+
+def test_memory_recall_is_compared_per_question_leaving_out_episodes_that_found_nothing():
+    """Recall against the start and the control, and MemPO − GRPO, paired per question like F1; a question
+    where no seed found evidence (recall None) has no recall to compare, and a seed without it is left out
+    of its question's mean."""
+    from benchmarks.learners import RECALL, learning_markdown, learning_tables
+
+    settings = {"seeds": [0, 1], "objectives": [6], "sampled_objectives": [6], "long_from": 6, "episodes": 3,
+                "learner": {"steps": 2}}
+    runs = {f"{arm}-s{s}": {"metrics": [{"step": t, "reward": 1.0} for t in (1, 2)], "curve": []}
+            for arm in ("mempo", "grpo", "control", "grpo-full") for s in (0, 1)}
+    recall = {"warm-up": 0.5, "warm-up (full)": 0.9, "mempo": 0.8, "grpo": 0.6, "control": 0.4, "grpo-full": 1.0}
+    records = [{"agent": arm, "train_seed": s, "kind": kind, "objectives": 6, "episode": e, "f1": 0.5,
+                RECALL: None if e == 2 or (e == 1 and s == 1) else recall[arm] + 0.1 * e}
+               for kind in ("greedy", "sampled") for arm in recall
+               for s in ([None] if arm.startswith("warm-up") else [0, 1]) for e in range(3)]
+    tables = learning_tables(records, runs, settings)
+    rows = {r["arm"]: r for r in tables["learning"]}
+    assert rows["mempo"]["sampled recall"] == pytest.approx(mean_ci([0.8, 0.9]))  # question 2: no evidence found
+    assert rows["mempo"]["sampled recall - start"] == pytest.approx((0.3, 0.0))
+    assert rows["grpo"]["greedy recall - control"] == pytest.approx((0.2, 0.0))
+    assert rows["grpo-full"]["greedy recall - start"] == pytest.approx((0.1, 0.0))  # its start: the full view
+    assert rows["control"]["sampled recall - control"] is None and rows["warm-up"]["sampled recall"] is not None
+    by = {r["measure"]: r for r in tables["mempo_grpo"]}
+    assert by["held-out sampled memory recall % at 6 objectives"]["mempo - grpo"] == pytest.approx((0.2, 0.0))
+    assert by["held-out greedy memory recall % at 6-6 objectives"]["by seed"] == pytest.approx({0: 0.2, 1: 0.2})
+    text_ = "\n".join(learning_markdown(tables, settings))
+    assert "| mempo | 85.0 [" in text_ and "| +30.0 ± 0.0 | +40.0 ± 0.0 |" in text_
