@@ -2,6 +2,7 @@
 
     python -m benchmarks.memory_bottleneck runs/memory-bottleneck --play   # the warm-up, then the split
     python -m benchmarks.memory_bottleneck runs/learners5/eval/memory/mempo-s0   # any benchmarks.run folder
+    python -m benchmarks.memory_bottleneck runs/learners5/sampled/memory/* --pool-seeds   # an arm per row
 
 Issue 34 asks for a setting where memory is the bottleneck before MemPO and GRPO are compared
 there: a memory-level advantage can only add what memory loses. This reads the episodes of a
@@ -17,6 +18,8 @@ summed over its episodes, by the first thing that went wrong in an episode that 
 
 Each is a share of the cell's episodes and the F1 points it costs the cell (its episodes' 1 − F1
 over all the cell's episodes): the "dropped" points bound what better memory could add there.
+Several folders are read together; ``--pool-seeds`` makes one cell of an arm's training seeds
+(``benchmarks.learners``' ``ARM-sSEED`` policies), as its sample suffix ``~j`` always is.
 
 ``--play`` first plays ``--policy`` (default: the learners' warm-up, every arm's start) into the
 folder as ``benchmarks.learners`` evaluates a policy: its held-out questions, prompt, turn budget and
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -55,11 +59,13 @@ def wrong_parts(record: dict[str, Any]) -> bool:
     return len(record["answer"].split(";")) != len(record["golden_answers"])
 
 
-def split(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (objectives, context, agent) cell, the agent's sample suffix (``~j``) pooled."""
+def split(records: list[dict[str, Any]], pool_seeds: bool = False) -> list[dict[str, Any]]:
+    """One row per (objectives, context, agent) cell, the agent's sample suffix (``~j``) pooled, and
+    with ``pool_seeds`` its training seed's (``-sN``) too."""
     cells: dict[tuple[int, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
-        cells[(r["objectives"], r["context"], r["agent"].split("~")[0])].append(r)
+        agent = r["agent"].split("~")[0]
+        cells[(r["objectives"], r["context"], re.sub(r"-s\d+$", "", agent) if pool_seeds else agent)].append(r)
     rows = []
     for (objectives, context, agent), rs in sorted(cells.items()):
         n = len(rs)
@@ -108,19 +114,25 @@ def play(out: Path, policy: str, objectives: list[int], episodes: int, samples: 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory_bottleneck",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("run", help="a benchmarks.run output folder (its episodes.jsonl)")
+    parser.add_argument("run", nargs="+", help="benchmarks.run output folders (their episodes.jsonl)")
     parser.add_argument("--play", action="store_true", help="first play --policy into it (see the module doc)")
     parser.add_argument("--policy", default="", help="a model folder; empty: the learners' warm-up")
     parser.add_argument("--objectives", default="6,8,10", help="horizons to play, comma-separated")
     parser.add_argument("--episodes", type=int, default=40, help="held-out questions per horizon")
     parser.add_argument("--samples", type=int, default=2, help="sampled episodes per question")
+    parser.add_argument("--pool-seeds", action="store_true", help="one row per arm: its training seeds together")
     args = parser.parse_args(argv)
     if args.play:
-        play(Path(args.run), args.policy, [int(k) for k in args.objectives.split(",")], args.episodes, args.samples)
-    path = Path(args.run) / "episodes.jsonl"
-    if not path.exists():
-        raise SystemExit(f"error: {path} does not exist (run benchmarks.run into {args.run} first)")
-    print(table(split([json.loads(line) for line in path.read_text().splitlines() if line.strip()])))
+        if len(args.run) > 1:
+            raise SystemExit("error: --play plays into one folder")
+        play(Path(args.run[0]), args.policy, [int(k) for k in args.objectives.split(",")], args.episodes, args.samples)
+    records = []
+    for run in args.run:
+        path = Path(run) / "episodes.jsonl"
+        if not path.exists():
+            raise SystemExit(f"error: {path} does not exist (run benchmarks.run into {run} first)")
+        records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    print(table(split(records, args.pool_seeds)))
 
 
 if __name__ == "__main__":

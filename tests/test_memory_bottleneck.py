@@ -44,6 +44,19 @@ def test_the_points_add_up_to_the_cells_f1_gap(tmp_path: Path, capsys) -> None:
     assert row_line in capsys.readouterr().out
 
 
+def test_several_folders_pool_an_arms_training_seeds(tmp_path: Path, capsys) -> None:
+    for seed, case in ((0, "right"), (1, "dropped")):
+        folder = tmp_path / f"mempo-s{seed}"
+        folder.mkdir()
+        (folder / "episodes.jsonl").write_text(json.dumps({**CASES[case], "agent": f"mempo-s{seed}~1"}) + "\n")
+    folders = [str(tmp_path / "mempo-s0"), str(tmp_path / "mempo-s1")]
+    mb.main(folders)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 2 ")]
+    assert [line.split(" | ")[2] for line in rows] == ["mempo-s0", "mempo-s1"]
+    mb.main([*folders, "--pool-seeds"])
+    assert "| 2 | memory | mempo | 2 | 75.0 | 0, 0.0 | 0, 0.0 | 50, 25.0 |" in capsys.readouterr().out
+
+
 def test_a_folder_without_episodes_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="episodes.jsonl does not exist"):
         mb.main([str(tmp_path)])
