@@ -353,10 +353,11 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
     return {"a": a, "b": b, "c": c}
 
 
-def late_reward(lines: list[dict[str, Any]], steps: int) -> float | None:
-    """A run's training reward over the second half of its steps (step 1 of every arm of a seed is the
-    same rollouts from the same weights; the arms part as their updates do)."""
-    late = [m["reward"] for m in lines if m["step"] > steps // 2]
+def late_mean(lines: list[dict[str, Any]], steps: int, key: str = "reward") -> float | None:
+    """A run's ``key`` (its training reward, or its rollouts' ``memory_recall``) over the second half of
+    its steps (step 1 of every arm of a seed is the same rollouts from the same weights; the arms part
+    as their updates do); None for an unfinished run or a log without it."""
+    late = [m[key] for m in lines if m["step"] > steps // 2 and m.get(key) is not None]
     return math.fsum(late) / len(late) if late and max(m["step"] for m in lines) >= steps else None
 
 
@@ -378,11 +379,13 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
     long = [h for h in settings["objectives"] if h >= settings["long_from"]]
     greedy = [r for r in records if r["kind"] == "greedy"]
     sampled = [r for r in records if r["kind"] == "sampled"]
-    reward = {arm: {s: late_reward(runs[f"{arm}-s{s}"]["metrics"], steps) for s in seeds} for arm in ARMS}
+    late = {key: {arm: {s: late_mean(runs[f"{arm}-s{s}"]["metrics"], steps, key) for s in seeds} for arm in ARMS}
+            for key in ("reward", "memory_recall")}
+    reward = late["reward"]
 
-    def seed_diff(a: str, b: str) -> dict[int, float | None]:
-        return {s: None if reward[a][s] is None or reward[b][s] is None else reward[a][s] - reward[b][s]
-                for s in seeds}
+    def seed_diff(a: str, b: str, key: str = "reward") -> dict[int, float | None]:
+        x = late[key]
+        return {s: None if x[a][s] is None or x[b][s] is None else x[a][s] - x[b][s] for s in seeds}
 
     def one_seed(rs: list[dict[str, Any]], s: int) -> list[dict[str, Any]]:
         return [r for r in rs if r["train_seed"] in (s, None)]  # the warm-up is every seed's start
@@ -407,6 +410,8 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
             "sampled - control": sampled_diff(sampled, arm, "control") if learner else None,
             "greedy": greedy_cell(arm), "greedy - start": greedy_diff(greedy, arm, START[arm]),
             "greedy - control": greedy_diff(greedy, arm, "control") if learner else None,
+            "training recall": over_seeds(late["memory_recall"][arm]),
+            "training recall - control": over_seeds(seed_diff(arm, "control", "memory_recall")) if learner else None,
             "sampled recall": cell(sampled, arm, k, RECALL),
             "sampled recall - start": sampled_diff(sampled, arm, START[arm], RECALL),
             "sampled recall - control": sampled_diff(sampled, arm, "control", RECALL) if learner else None,
@@ -416,10 +421,13 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
     for start in (WARMUP, WARMUP_FULL):
         rows.append({"arm": start, "sampled": cell(sampled, start, k), "greedy": greedy_cell(start),
                      "sampled recall": cell(sampled, start, k, RECALL), "greedy recall": greedy_cell(start, RECALL)})
+    recall_by_seed = seed_diff("mempo", "grpo", "memory_recall")
     measures = [("training reward (2nd half of the steps)", over_seeds(seed_diff("mempo", "grpo")),
                  seed_diff("mempo", "grpo"), 1),
                 (f"held-out sampled F1 % at {k} objectives", sampled_diff(sampled, "mempo", "grpo"),
                  {s: sampled_diff(one_seed(sampled, s), "mempo", "grpo") for s in seeds}, 100),
+                ("training memory recall % (2nd half of the steps)",
+                 over_seeds(recall_by_seed), recall_by_seed, 100),
                 (f"held-out sampled memory recall % at {k} objectives", sampled_diff(sampled, "mempo", "grpo", RECALL),
                  {s: sampled_diff(one_seed(sampled, s), "mempo", "grpo", RECALL) for s in seeds}, 100)]
     if long:
@@ -467,11 +475,13 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
     lines += ["", "### Memory recall: each arm against the control and its start", "",
               "Of the gold evidence an episode found, the share its last `<mem>` keeps "
               "(`episode_memory_recall`; an episode that found none is left out), %.", "",
-              f"| arm | sampled at {k} | − start | − control | greedy at {span} | − start | − control |",
-              "|---" * 7 + "|"]
+              f"| arm | training rollouts, 2nd half | − control (paired by seed) | sampled at {k} | − start "
+              f"| − control | greedy at {span} | − start | − control |", "|---" * 9 + "|"]
     for row in tables["learning"]:
         lines.append(" | ".join([
             f"| {row['arm']}",
+            "–" if row.get("training recall") is None else text(row["training recall"], 100, 1, bounded=False),
+            signed(row.get("training recall - control"), 100, 1),
             "–" if row.get("sampled recall") is None else text(row["sampled recall"], 100, 1, bounded=True),
             signed(row.get("sampled recall - start"), 100, 1), signed(row.get("sampled recall - control"), 100, 1),
             "–" if row.get("greedy recall") is None else text(row["greedy recall"], 100, 1, bounded=True),

@@ -238,13 +238,17 @@ def test_memory_recall_is_compared_per_question_leaving_out_episodes_that_found_
 
     settings = {"seeds": [0, 1], "objectives": [6], "sampled_objectives": [6], "long_from": 6, "episodes": 3,
                 "learner": {"steps": 2}}
-    runs = {f"{arm}-s{s}": {"metrics": [{"step": t, "reward": 1.0} for t in (1, 2)], "curve": []}
-            for arm in ("mempo", "grpo", "control", "grpo-full") for s in (0, 1)}
-    recall = {"warm-up": 0.5, "warm-up (full)": 0.9, "mempo": 0.8, "grpo": 0.6, "control": 0.4, "grpo-full": 1.0}
+    recall = {"warm-up": 0.5, "warm-up (full)": 0.6, "mempo": 0.8, "grpo": 0.6, "control": 0.4, "grpo-full": 0.7}
     records = [{"agent": arm, "train_seed": s, "kind": kind, "objectives": 6, "episode": e, "f1": 0.5,
                 RECALL: None if e == 2 or (e == 1 and s == 1) else recall[arm] + 0.1 * e}
                for kind in ("greedy", "sampled") for arm in recall
                for s in ([None] if arm.startswith("warm-up") else [0, 1]) for e in range(3)]
+    # the training rollouts' recall: step 2 is the second half; seed 1 of grpo-full logged none
+    runs = {f"{arm}-s{s}": {"metrics": [{"step": t, "reward": 1.0, "memory_recall": recall[arm] + t / 20 + s / 100}
+                                        for t in (1, 2)], "curve": []}
+            for arm in ("mempo", "grpo", "control", "grpo-full") for s in (0, 1)}
+    for line in runs["grpo-full-s1"]["metrics"]:
+        del line["memory_recall"]
     tables = learning_tables(records, runs, settings)
     rows = {r["arm"]: r for r in tables["learning"]}
     assert rows["mempo"]["sampled recall"] == pytest.approx(mean_ci([0.8, 0.9]))  # question 2: no evidence found
@@ -255,5 +259,9 @@ def test_memory_recall_is_compared_per_question_leaving_out_episodes_that_found_
     by = {r["measure"]: r for r in tables["mempo_grpo"]}
     assert by["held-out sampled memory recall % at 6 objectives"]["mempo - grpo"] == pytest.approx((0.2, 0.0))
     assert by["held-out greedy memory recall % at 6-6 objectives"]["by seed"] == pytest.approx({0: 0.2, 1: 0.2})
+    assert rows["mempo"]["training recall"][0] == pytest.approx(0.905)
+    assert rows["grpo"]["training recall - control"] == pytest.approx((0.2, 0.0))
+    assert rows["grpo-full"]["training recall"] == pytest.approx((0.8, float("nan")), nan_ok=True)  # one seed
+    assert by["training memory recall % (2nd half of the steps)"]["by seed"] == pytest.approx({0: 0.2, 1: 0.2})
     text_ = "\n".join(learning_markdown(tables, settings))
-    assert "| mempo | 85.0 [" in text_ and "| +30.0 ± 0.0 | +40.0 ± 0.0 |" in text_
+    assert "| mempo | 90.5 ± 6.4 | +40.0 ± 0.0 | 85.0 [" in text_ and "| +30.0 ± 0.0 | +40.0 ± 0.0 |" in text_
