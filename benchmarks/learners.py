@@ -275,7 +275,7 @@ def seed_averaged(records: list[dict[str, Any]], metrics: Sequence[str] = METRIC
     return averaged
 
 
-def per_episode(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> dict[int, float]:
+def per_episode(records: list[dict[str, Any]], arm: str, k: int, metric: str = "f1") -> dict[int, float | None]:
     """An arm's ``metric`` per evaluation question at ``k`` objectives, averaged over its training seeds."""
     mine = [r for r in records if r["agent"] == arm and r["objectives"] == k]
     return {r["episode"]: r.get(metric) for r in seed_averaged(mine, (metric,))}  # None: not measured
