@@ -399,6 +399,17 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
     def greedy_cell(arm: str, metric: str = "f1") -> Cell:
         return average([cell(greedy, arm, h, metric) for h in long]) if long else None
 
+    def held_out(arm: str, against: Mapping[str, str | None]) -> dict[str, Cell]:
+        """``sampled``/``greedy`` F1 and their ``recall``, and each minus ``against``'s policies per
+        question (``{"start": ..., "control": ...}``; a None policy: not compared)."""
+        row: dict[str, Cell] = {}
+        for suffix, metric in (("", "f1"), (" recall", RECALL)):
+            row[f"sampled{suffix}"], row[f"greedy{suffix}"] = cell(sampled, arm, k, metric), greedy_cell(arm, metric)
+            for name, other in against.items():
+                row[f"sampled{suffix} - {name}"] = other and sampled_diff(sampled, arm, other, metric)
+                row[f"greedy{suffix} - {name}"] = other and greedy_diff(greedy, arm, other, metric)
+        return row
+
     rows = []
     for arm in ARMS:
         learner = arm in LEARNERS
@@ -406,21 +417,10 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
             "arm": arm, "reward": over_seeds(reward[arm]),
             "reward - control": over_seeds(seed_diff(arm, "control")) if learner else None,
             "reward - control by seed": seed_diff(arm, "control") if learner else {},
-            "sampled": cell(sampled, arm, k), "sampled - start": sampled_diff(sampled, arm, START[arm]),
-            "sampled - control": sampled_diff(sampled, arm, "control") if learner else None,
-            "greedy": greedy_cell(arm), "greedy - start": greedy_diff(greedy, arm, START[arm]),
-            "greedy - control": greedy_diff(greedy, arm, "control") if learner else None,
             "training recall": over_seeds(late["memory_recall"][arm]),
             "training recall - control": over_seeds(seed_diff(arm, "control", "memory_recall")) if learner else None,
-            "sampled recall": cell(sampled, arm, k, RECALL),
-            "sampled recall - start": sampled_diff(sampled, arm, START[arm], RECALL),
-            "sampled recall - control": sampled_diff(sampled, arm, "control", RECALL) if learner else None,
-            "greedy recall": greedy_cell(arm, RECALL),
-            "greedy recall - start": greedy_diff(greedy, arm, START[arm], RECALL),
-            "greedy recall - control": greedy_diff(greedy, arm, "control", RECALL) if learner else None})
-    for start in (WARMUP, WARMUP_FULL):
-        rows.append({"arm": start, "sampled": cell(sampled, start, k), "greedy": greedy_cell(start),
-                     "sampled recall": cell(sampled, start, k, RECALL), "greedy recall": greedy_cell(start, RECALL)})
+            **held_out(arm, {"start": START[arm], "control": "control" if learner else None})})
+    rows += [{"arm": start, **held_out(start, {})} for start in (WARMUP, WARMUP_FULL)]
     recall_by_seed = seed_diff("mempo", "grpo", "memory_recall")
     measures = [("training reward (2nd half of the steps)", over_seeds(seed_diff("mempo", "grpo")),
                  seed_diff("mempo", "grpo"), 1),
@@ -454,6 +454,13 @@ def verdict(value: Cell) -> str:
             else f"{'positive' if value[0] > 0 else 'negative'} beyond its interval")
 
 
+def held_out_cells(row: dict[str, Any], suffix: str) -> list[str]:
+    """A learning row's sampled and greedy cells (F1, or ``suffix`` " recall"), each then − start, − control, in %."""
+    return [part for kind in ("sampled", "greedy") for part in (
+        "–" if row.get(kind + suffix) is None else text(row[kind + suffix], 100, 1, bounded=True),
+        signed(row.get(f"{kind}{suffix} - start"), 100, 1), signed(row.get(f"{kind}{suffix} - control"), 100, 1))]
+
+
 def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list[str]:
     """The learning and MemPO − GRPO tables, then a verdict line per target."""
     k = settings["sampled_objectives"][0]
@@ -467,11 +474,7 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
         reward = row.get("reward")
         lines.append(" | ".join([
             f"| {row['arm']}", "–" if reward is None else f"{reward[0]:.2f} ± {reward[1]:.2f}",
-            signed(row.get("reward - control"), 1, 2), by_seed or "–",
-            "–" if row.get("sampled") is None else text(row["sampled"], 100, 1, bounded=True),
-            signed(row.get("sampled - start"), 100, 1), signed(row.get("sampled - control"), 100, 1),
-            "–" if row.get("greedy") is None else text(row["greedy"], 100, 1, bounded=True),
-            signed(row.get("greedy - start"), 100, 1), signed(row.get("greedy - control"), 100, 1)]) + " |")
+            signed(row.get("reward - control"), 1, 2), by_seed or "–", *held_out_cells(row, "")]) + " |")
     lines += ["", "### Memory recall: each arm against the control and its start", "",
               "Of the gold evidence an episode found, the share its last `<mem>` keeps "
               "(`episode_memory_recall`; an episode that found none is left out), %.", "",
@@ -481,12 +484,7 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
         lines.append(" | ".join([
             f"| {row['arm']}",
             "–" if row.get("training recall") is None else text(row["training recall"], 100, 1, bounded=False),
-            signed(row.get("training recall - control"), 100, 1),
-            "–" if row.get("sampled recall") is None else text(row["sampled recall"], 100, 1, bounded=True),
-            signed(row.get("sampled recall - start"), 100, 1), signed(row.get("sampled recall - control"), 100, 1),
-            "–" if row.get("greedy recall") is None else text(row["greedy recall"], 100, 1, bounded=True),
-            signed(row.get("greedy recall - start"), 100, 1),
-            signed(row.get("greedy recall - control"), 100, 1)]) + " |")
+            signed(row.get("training recall - control"), 100, 1), *held_out_cells(row, " recall")]) + " |")
     lines += ["", "### MemPO − GRPO", "", "| measure | mempo − grpo | by training seed |", "|---|---|---|"]
     for row in tables["mempo_grpo"]:
         digits = 2 if row["scale"] == 1 else 1
