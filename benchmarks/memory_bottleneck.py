@@ -30,7 +30,6 @@ episode by episode).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -122,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=2, help="sampled episodes per question")
     parser.add_argument("--pool-seeds", action="store_true", help="one row per arm: its training seeds together")
     args = parser.parse_args(argv)
+    from benchmarks.report import read_episodes  # the runner's reader: a folder still being written reads too
+
     if args.play:
         if len(args.run) > 1:
             raise SystemExit("error: --play plays into one folder")
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         path = Path(run) / "episodes.jsonl"
         if not path.exists():
             raise SystemExit(f"error: {path} does not exist (run benchmarks.run into {run} first)")
-        records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        records += read_episodes(path)
     print(table(split(records, args.pool_seeds)))
 
 
