@@ -58,6 +58,26 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return mean, float(stats.t.ppf((1 + CONFIDENCE) / 2, n - 1)) * sd / math.sqrt(n)
 
 
+def units_to_resolve(values: Sequence[float], limit: int = 10_000) -> int | None:
+    """How many independent units (training seeds) a mean of this size and spread needs before its 95%
+    Student-t interval excludes 0: the smallest n >= 2 with t(n - 1) sd / sqrt(n) < |mean|, the sd and
+    mean those of ``values``; None for a zero mean, a single value, or more than ``limit``. What a
+    difference inside its interval would take, if the seeds to come looked like these."""
+    import statistics
+
+    from scipy import stats
+
+    if len(values) < 2 or (mean := statistics.fmean(values)) == 0:
+        return None
+    sd = statistics.stdev(values)
+    if sd == 0:
+        return 2
+    n = max(2, math.ceil((stats.norm.ppf((1 + CONFIDENCE) / 2) * sd / abs(mean)) ** 2))  # t > z: no fewer
+    while n <= limit and float(stats.t.ppf((1 + CONFIDENCE) / 2, n - 1)) * sd / math.sqrt(n) >= abs(mean):
+        n += 1
+    return n if n <= limit else None
+
+
 def interval(values: Sequence[float], bounded: bool = False) -> Interval:
     """The mean of ``values`` with its 95% interval: Wilson for 0/1 values of a ``bounded`` ([0, 1]) metric,
     else Student-t cut to [0, 1] (``bounded``) or at 0 (counts and sizes, never negative)."""

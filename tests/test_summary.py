@@ -40,6 +40,19 @@ def test_t_interval_of_a_known_sample():
     assert ci.method == "t" and (ci.low, ci.high) == pytest.approx((0.0, 0.5 + half))  # counts stop at 0
 
 
+def test_seeds_to_resolve_a_difference_are_the_fewest_whose_interval_excludes_zero():
+    from benchmarks.summary import units_to_resolve
+
+    # mean 0.2, sd 0.1: t(2) 4.303 x 0.1 / sqrt(3) = 0.248 >= 0.2, t(3) 3.182 x 0.1 / 2 = 0.159 < 0.2
+    assert units_to_resolve([0.1, 0.2, 0.3]) == 4
+    assert units_to_resolve([0.3, 0.2, 0.1, 0.2]) == 4  # only the mean and the spread count
+    big = units_to_resolve([1.0, -0.5])  # mean 0.25, sd 1.06: about (1.96 x 1.06 / 0.25)^2 = 69
+    assert 69 <= big <= 72 and mean_ci([1.0, -0.5] * (big // 2 + 1))[1] < 0.25
+    assert units_to_resolve([0.5, 0.5]) == 2  # no spread
+    assert units_to_resolve([1.0, -1.0]) is None and units_to_resolve([0.3]) is None  # no mean; no spread known
+    assert units_to_resolve([1e-6, -1.0, 1.0]) is None  # beyond the limit
+
+
 def test_bounded_means_stay_within_zero_and_one():
     values = [0.0] * 17 + [0.5, 0.9, 1.0]  # F1: not all 0 or 1, so a t-interval, cut to [0, 1]
     ci = interval(values, bounded=True)
