@@ -3,6 +3,7 @@
     python -m benchmarks.learners                  # 4 arms x 5 seeds, then the evaluation (hours; resumable)
     python -m benchmarks.learners --quick          # 1 seed, 4 steps, 10 episodes per cell: a first look
     python -m benchmarks.learners --results-md benchmarks/RESULTS.md   # also fill its section and the record
+    python -m benchmarks.learners --record-md RECORD --record-heading "## H"   # the record only, under ## H
 
 Arms, all ``algorithms.mempo.Config`` with its defaults (so the same budget) and only ``algo``,
 ``context``, ``control`` and ``seed`` set here: ``mempo`` (memory view), ``grpo`` (memory view: the
@@ -53,7 +54,7 @@ from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
 from benchmarks.report import BenchmarkError, Comparison, load_run, write_comparison
 from benchmarks.run import _int_list, evaluate, load_done
-from benchmarks.summary import METRICS, jsonable, mean_ci, summarize
+from benchmarks.summary import METRICS, jsonable, mean_ci, summarize, units_to_resolve
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
 from mempo_env.types import QATask
@@ -437,9 +438,11 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
                      (f"held-out greedy memory recall % at {span} objectives",
                       greedy_diff(greedy, "mempo", "grpo", RECALL),
                       {s: greedy_diff(one_seed(greedy, s), "mempo", "grpo", RECALL) for s in seeds}, 100)]
-    mempo_grpo = [{"measure": name, "mempo - grpo": d, "by seed": {s: v if v is None or isinstance(v, float) else v[0]
-                                                                   for s, v in spread.items()}, "scale": scale}
-                  for name, d, spread, scale in measures]
+    mempo_grpo = []
+    for name, d, spread, scale in measures:
+        by_seed = {s: v if v is None or isinstance(v, float) else v[0] for s, v in spread.items()}
+        mempo_grpo.append({"measure": name, "mempo - grpo": d, "by seed": by_seed, "scale": scale,
+                           "seeds to resolve": units_to_resolve([v for v in by_seed.values() if v is not None])})
     return {"learning": rows, "mempo_grpo": mempo_grpo}
 
 
@@ -485,12 +488,18 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
             f"| {row['arm']}",
             "–" if row.get("training recall") is None else text(row["training recall"], 100, 1, bounded=False),
             signed(row.get("training recall - control"), 100, 1), *held_out_cells(row, " recall")]) + " |")
-    lines += ["", "### MemPO − GRPO", "", "| measure | mempo − grpo | by training seed |", "|---|---|---|"]
+    lines += ["", "### MemPO − GRPO", "",
+              "Last column: how many training seeds like these a mean of this size needs before its 95% interval "
+              "over seeds excludes 0 (`benchmarks.summary.units_to_resolve`; –: a zero mean, one seed, or over "
+              "10,000).",
+              "", "| measure | mempo − grpo | by training seed | seeds to clear 0 |", "|---|---|---|---|"]
     for row in tables["mempo_grpo"]:
         digits = 2 if row["scale"] == 1 else 1
         spread = ", ".join(f"{v * row['scale']:+.{digits}f} (seed {s})" for s, v in row["by seed"].items()
                            if v is not None)
-        lines.append(f"| {row['measure']} | {signed(row['mempo - grpo'], row['scale'], digits)} | {spread or '–'} |")
+        needed = row.get("seeds to resolve")
+        lines.append(f"| {row['measure']} | {signed(row['mempo - grpo'], row['scale'], digits)} | {spread or '–'} "
+                     f"| {'–' if needed is None else needed} |")
     lines.append("")
     rows = {row["arm"]: row for row in tables["learning"]}
     for arm in LEARNERS:
@@ -673,20 +682,24 @@ def report(out_dir: str | Path) -> dict[str, Any]:
 
 
 def write_results_section(out_dir: str | Path, results_md: str | Path = "benchmarks/RESULTS.md",
-                          record_md: str | Path = RECORD) -> Path:
-    """Put a finished comparison under RESULTS.md's learners heading (command, machine, the learning and
+                          record_md: str | Path = RECORD, *, heading: str | None = HEADING,
+                          record_heading: str = RECORD_HEADING) -> Path:
+    """Put a finished comparison under RESULTS.md's learners ``heading`` (command, machine, the learning and
     MemPO − GRPO tables, the plots) and its whole report under the experiment's record's
-    (``benchmarks.report.write_comparison``)."""
+    (``benchmarks.report.write_comparison``). ``heading`` None: the record only, for a comparison
+    RESULTS.md sums up in its own words; its plots go to ``results/OUT/`` (OUT: the comparison's
+    folder name), not over the plots RESULTS.md shows."""
     out = Path(out_dir)
     info = json.loads((out / COMPARISON).read_text())
+    name = "learners_{}.png" if heading is not None else f"{out.resolve().name}/{{}}.png"
     comparison = Comparison(
         MARK, BEGIN.format(out=out), END, TESTED_BY, info["command"],
         f"Machine: {info['machine']}; commit {info['commit']}; wall time {info['wall_s'] / 60:.0f} min "
         "(the invocations that ran to the end).", (out / "report.md").read_text(), HEADLINE,
-        [(out / "curves.png", "learners_curves.png", "learning curves, trained vs control"),
-         (out / "f1_vs_objectives.png", "learners_f1.png", "F1 vs objectives, learners"),
-         (out / "cost_vs_objectives.png", "learners_cost.png", "cost vs objectives, learners")])
-    return write_comparison(comparison, results_md, HEADING, record_md, RECORD_HEADING)
+        [(out / "curves.png", name.format("curves"), "learning curves, trained vs control"),
+         (out / "f1_vs_objectives.png", name.format("f1"), "F1 vs objectives, learners"),
+         (out / "cost_vs_objectives.png", name.format("cost"), "cost vs objectives, learners")])
+    return write_comparison(comparison, results_md, heading, record_md, record_heading)
 
 
 def machine() -> str:
@@ -738,8 +751,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--long-from", type=int, default=LONG_FROM, help="question (a): horizons from this many objectives")
     p.add_argument("--results-md", default=None, metavar="PATH",
                    help=f'then write the "{HEADING[3:]}" section of this file (benchmarks/RESULTS.md)')
-    p.add_argument("--record-md", default=RECORD, metavar="PATH",
-                   help=f"with --results-md: the experiment's record that gets the whole report (default {RECORD})")
+    p.add_argument("--record-md", default=None, metavar="PATH",
+                   help=f"the experiment's record that gets the whole report (with --results-md: default {RECORD}); "
+                        "without --results-md, that record only, its plots under benchmarks/results/OUT-NAME/")
+    p.add_argument("--record-heading", default=RECORD_HEADING, metavar="HEADING",
+                   help=f"with --record-md: the heading of the record to write under (default {RECORD_HEADING!r})")
     args = p.parse_args(argv)
     default = QUICK if args.quick else {"seeds": SEEDS, "steps": None, "episodes": EPISODES, "samples": SAMPLES,
                                         "objectives": OBJECTIVES}
@@ -756,8 +772,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             learner={**({} if steps is None else {"steps": steps}),
                      **({} if args.train_objectives is None else {"objectives": args.train_objectives})},
             command=shlex.join(["python", "-m", "benchmarks.learners", *(sys.argv[1:] if argv is None else argv)]))
-        if args.results_md:
-            print(f"written to {write_results_section(out, args.results_md, args.record_md)} and {args.record_md}")
+        if args.results_md or args.record_md:
+            record = args.record_md or RECORD
+            written = write_results_section(out, args.results_md or "benchmarks/RESULTS.md", record,
+                                            heading=HEADING if args.results_md else None,
+                                            record_heading=args.record_heading)
+            print(f"written to {written}" + (f" and {record}" if args.results_md else ""))
     except BenchmarkError as e:
         p.error(str(e))
     print(f"written to {out}")

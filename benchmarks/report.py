@@ -17,7 +17,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,23 +126,21 @@ def require_heading(results_md: str | Path, heading: str) -> str:
     return text
 
 
-def write_section(results_md: str | Path, heading: str, mark: str, block: list[str],
-                  images: Mapping[Path, str]) -> Path:
+def write_section(results_md: str | Path, heading: str, mark: str, block: list[str]) -> Path:
     """Put a comparison's generated ``block`` (its first line starts with ``mark``, its last is its end
-    marker) under ``heading`` of a results file, in place of the block written there before, so a rerun
-    replaces it and keeps the reading written around it; ``images`` (source -> file name) are copied
-    to ``results/`` next to the file."""
+    marker) under ``heading`` of a results file, in place of the block written under that heading
+    before, so a rerun replaces it and keeps the reading written around it, and another heading of the
+    file can hold another comparison's block."""
     path = Path(results_md)
     text = require_heading(path, heading)
-    if images:
-        (path.parent / "results").mkdir(exist_ok=True)
-    for source, name in images.items():
-        shutil.copyfile(source, path.parent / "results" / name)
     new, end = "\n".join(block), block[-1]
-    if (i := text.find(mark)) >= 0 and (j := text.find(end, i)) >= 0:
+    at = text.index(heading) + len(heading)
+    level = len(heading) - len(heading.lstrip("#"))
+    following = re.compile(rf"^#{{1,{level}}} ", re.M).search(text, at)  # where the heading's section ends
+    i = text.find(mark, at, following.start() if following else len(text))  # this heading's block, not another's
+    if i >= 0 and (j := text.find(end, i)) >= 0:
         text = text[:i] + new + text[j + len(end):]
     else:
-        at = text.index(heading) + len(heading)
         text = text[:at] + "\n\n" + new + text[at:]
     path.write_text(text)
     return path
@@ -176,15 +174,17 @@ class Comparison:
     plots: Sequence[tuple[Path, str, str]]
 
 
-def write_comparison(comparison: Comparison, results_md: str | Path, heading: str, record_md: str | Path,
+def write_comparison(comparison: Comparison, results_md: str | Path, heading: str | None, record_md: str | Path,
                      record_heading: str) -> Path:
     """Write a comparison twice: under ``heading`` of the results file its command, machine, headline
     sections and plots, and a link to the experiment's record; under ``record_heading`` of that record
     the same with the whole report. Both files keep the reading written around their blocks; both
-    headings are checked before either file changes; the plots go to ``results/`` beside the results
-    file and both files link them there."""
+    headings are checked before either file changes; the plots (``Comparison.plots``' paths) go to
+    ``results/`` beside the results file and both files link them there. ``heading`` None: the record
+    only (a comparison the results file sums up in its own words), its plots still under ``results/``."""
     results, record = Path(results_md), Path(record_md)
-    require_heading(results, heading)
+    if heading is not None:
+        require_heading(results, heading)
     require_heading(record, record_heading)
     c = comparison
     images = results.parent / "results"
@@ -195,13 +195,16 @@ def write_comparison(comparison: Comparison, results_md: str | Path, heading: st
         return [c.begin, "", c.tested_by, "```bash", c.command, "```", "", c.machine, "", body, "", *figures,
                 *tail, c.end]
 
-    link = Path(os.path.relpath(record.resolve(), results.parent.resolve())).as_posix()
-    write_section(results, heading, c.mark,
-                  block(results, report_sections(c.report, c.headline),
-                        [f"The settings and every table: [the experiment's record]({link}).", ""]),
-                  {source: name for source, name, _ in c.plots})
-    write_section(record, record_heading, c.mark, block(record, c.report.rstrip(), []), {})
-    return results
+    for source, name, _ in c.plots:
+        (images / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, images / name)
+    if heading is not None:
+        link = Path(os.path.relpath(record.resolve(), results.parent.resolve())).as_posix()
+        write_section(results, heading, c.mark,
+                      block(results, report_sections(c.report, c.headline),
+                            [f"The settings and every table: [the experiment's record]({link}).", ""]))
+    write_section(record, record_heading, c.mark, block(record, c.report.rstrip(), []))
+    return record if heading is None else results
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ def test_the_documented_learner_commands_parse(monkeypatch):
     parsed = []
     monkeypatch.setattr(mempo, "train", lambda cfg, data, strategy: parsed.append(cfg))
     monkeypatch.setattr(learners, "compare", lambda out, **settings: parsed.append(settings) or {})
-    monkeypatch.setattr(learners, "write_results_section", lambda out, path, record: path)  # nothing written
+    monkeypatch.setattr(learners, "write_results_section", lambda out, path, record, **where: path)  # nothing written
     blocks = [b for b in code_blocks() if b.tested_by == TEST]
     assert {b.file for b in blocks} >= {"README.md", "docs/learners.md"}
     for block in blocks:

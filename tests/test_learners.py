@@ -90,6 +90,14 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     write_results_section(out, md, record)
     assert md.read_text() == first and record.read_text() == kept
 
+    # The record only, under a heading of its own: RESULTS.md and the other block are left as they were.
+    record.write_text(kept + "\n## At another horizon\n")
+    write_results_section(out, md, record, heading=None, record_heading="## At another horizon")
+    assert md.read_text() == first and record.read_text().startswith(kept)
+    assert record.read_text().count("### (a)") == 2
+    assert f"](../../results/{out.name}/curves.png)" in record.read_text()
+    assert all((tmp_path / f"results/{out.name}/{name}.png").is_file() for name in ("curves", "f1", "cost"))
+
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(learner={"algo": "grpo"}), "set per arm"),
@@ -226,7 +234,9 @@ def test_learning_is_measured_against_the_control_by_seed_and_the_start_by_quest
     assert rows["grpo"]["greedy - control"] == pytest.approx((0.1, 0.0))
     by = {r["measure"].split(" (")[0].split(" %")[0]: r for r in tables["mempo_grpo"]}
     assert by["training reward"]["by seed"] == pytest.approx({0: 0.5, 1: 1.5})
+    assert by["training reward"]["seeds to resolve"] == 5  # mean 1.0, sd 0.71: t(4) 2.776 x 0.71 / 2.24 < 1
     text_ = "\n".join(learning_markdown(tables, settings))
+    assert "| training reward (2nd half of the steps) | +1.00 ± 6.35 | +0.50 (seed 0), +1.50 (seed 1) | 5 |" in text_
     assert "- mempo: training reward − control +1.50 ± " in text_ and "held-out sampled F1 at 6 objectives" in text_
 
 

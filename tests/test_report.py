@@ -94,12 +94,9 @@ def test_a_results_section_needs_its_heading_and_changes_nothing_without_it(tmp_
 
     md = tmp_path / "RESULTS.md"
     md.write_text("# Results\n\n## Another section\n")
-    image = tmp_path / "plot.png"
-    image.write_bytes(b"png")
     with pytest.raises(BenchmarkError, match="has no '## Comparison' heading to write under"):
-        write_section(md, "## Comparison", "<!-- cmp:", ["<!-- cmp: begin -->", "table", "<!-- cmp: end -->"],
-                      {image: "cmp.png"})
-    assert md.read_text() == "# Results\n\n## Another section\n" and not (tmp_path / "results").exists()
+        write_section(md, "## Comparison", "<!-- cmp:", ["<!-- cmp: begin -->", "table", "<!-- cmp: end -->"])
+    assert md.read_text() == "# Results\n\n## Another section\n"
 
 
 def comparison(tmp_path, headline=("A ", "C ")):
@@ -133,6 +130,33 @@ def test_a_comparison_shows_its_headline_in_the_results_and_all_of_it_in_its_rec
     assert "![a plot](../../benchmarks/results/cmp.png)" in kept and not (record.parent / "results").exists()
     write_comparison(comparison(tmp_path), md, "## 4. Cmp", record, "## The tables")
     assert md.read_text() == results and record.read_text() == kept
+
+
+def test_a_record_holds_one_comparison_per_heading_and_a_record_only_write_leaves_the_results_alone(tmp_path):
+    """Two comparisons of one generator (the same markers) under two headings of one record: each rerun
+    replaces its own block; without a results heading the results file is not touched and the plots go
+    where the comparison names them (a folder of its own under ``results/``)."""
+    from dataclasses import replace
+
+    from benchmarks.report import write_comparison
+
+    md, record = tmp_path / "benchmarks/RESULTS.md", tmp_path / "docs/experiments/cmp.md"
+    md.parent.mkdir(parents=True)
+    md.write_text("# Results\n\n## 4. Cmp\n")
+    record.parent.mkdir(parents=True)
+    record.write_text("# Cmp\n\n## The tables\n\nFirst reading.\n\n## At 10\n\nSecond reading.\n")
+    first = comparison(tmp_path)
+    ten = replace(first, command="python -m cmp --at 10", plots=[(first.plots[0][0], "cmp-10/plot.png", "at 10")])
+    for _ in range(2):
+        assert write_comparison(first, md, None, record, "## The tables") == record
+        assert write_comparison(ten, md, None, record, "## At 10") == record
+    text = record.read_text()
+    assert text.count("python -m cmp") == 2 and text.count(first.begin) == 2
+    assert (text.index("## The tables") < text.index("python -m cmp\n") < text.index("First reading.")
+            < text.index("## At 10") < text.index("python -m cmp --at 10") < text.index("Second reading."))
+    assert "![at 10](../../benchmarks/results/cmp-10/plot.png)" in text
+    assert (md.parent / "results/cmp-10/plot.png").read_bytes() == b"png"
+    assert md.read_text() == "# Results\n\n## 4. Cmp\n"
 
 
 def test_a_comparison_changes_neither_file_without_both_headings(tmp_path):
