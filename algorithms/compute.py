@@ -32,8 +32,8 @@ class Setting:
     threads: int = 1
     """torch intra-op threads"""
     device: str = "cpu"
-    """where the model computes: "cpu", or "cuda" (bf16 autocast, not timed: every CUDA GPU since
-    Ampere has bf16 tensor cores)"""
+    """where the model computes: "cpu", or "cuda"/"cuda:N", never timed (the warm-up's build takes bf16
+    autocast there: every CUDA GPU since Ampere has bf16 tensor cores; the learner keeps fp32)"""
 
     def autocast(self) -> torch.autocast:
         """The forward pass's context: bf16 autocast on the device, or a disabled one."""
@@ -45,7 +45,8 @@ class Setting:
         import torch
 
         where = f"{self.threads} thread{'s' * (self.threads > 1)}" if self.device == "cpu" else (
-            torch.cuda.get_device_name() if self.device == "cuda" else self.device)
+            f"{self.device}, {torch.cuda.get_device_name(self.device)}" if self.device.startswith("cuda")
+            else self.device)
         return f"{'bf16' if self.bf16 else 'fp32'}, {where}"
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -41,7 +42,7 @@ from mempo_env.types import QATask
 CONTROLS = ("none", "shuffled")
 # What may change when a run is resumed: its budget and how it is measured, not what it learns.
 RESUMABLE = ("steps", "eval_episodes", "eval_samples", "eval_every", "curve_questions", "reward_window",
-             "checkpoint_every", "log", "threads")
+             "checkpoint_every", "log", "threads", "device")
 
 
 @dataclass
@@ -167,6 +168,10 @@ class Config:
     """torch threads; 0: timed at start-up, 1 against every core, once for generation and once for the
     update (algorithms/compute.py). The learner computes in fp32 on every CPU: its PPO ratio compares
     the update's log-probs with the rollout engine's, and bf16 rounding would move that ratio"""
+    device: str = "auto"
+    """where the policy, its reference and the update compute: "cpu", "cuda" or "cuda:N"; "auto": the
+    GPU where torch sees one (as the warm-up's build does), else the CPU. fp32 on a GPU too, for the
+    same reason as on a CPU; ``threads`` is timed on the CPU only"""
 
     def __post_init__(self) -> None:
         at_least = {name: 1 for name in ("steps", "objectives", "questions_per_step", "group_size", "max_turns",
@@ -198,6 +203,8 @@ class Config:
         if not 0 < self.eval_fraction < 1:
             raise ValueError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
         check_loggers(self.log)
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
+            raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {self.device!r}")
         self.run_dir = self.run_dir or f"runs/{self.algo}"
 
 
@@ -218,6 +225,21 @@ def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, optimizer: Any, s
         current.rename(old)
     tmp.rename(current)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def resolve_device(device: str) -> str:
+    """``Config.device`` as torch names it: "auto" becomes "cuda" where torch sees a GPU, else "cpu"; a
+    GPU asked for where torch sees none is an error that says so, before any work."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise ValueError(f"device {device}: torch {torch.__version__} sees {torch.cuda.device_count()} CUDA "
+                             f"GPU(s) here; use --device cpu (or auto)")
+    return device
 
 
 def load_checkpoint(run_dir: Path) -> Path | None:
@@ -315,6 +337,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
     from mempo_env.retrieval import make_retriever
     from mempo_env.views import render_prompt
 
+    device = resolve_device(cfg.device)
     task, test = data or datasets(cfg)
     strategy = strategy or make_strategy(cfg.context)  # one for every env: it keeps no per-episode state
     run_dir = Path(cfg.run_dir)
@@ -330,13 +353,13 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
         shutil.rmtree(partial, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(start_dir)
     load = dict(dtype=torch.float32, attn_implementation="sdpa")
-    ref = AutoModelForCausalLM.from_pretrained(start_dir, **load).eval().requires_grad_(False)
+    ref = AutoModelForCausalLM.from_pretrained(start_dir, **load).to(device).eval().requires_grad_(False)
     start = 0
     try:
-        model = AutoModelForCausalLM.from_pretrained(ckpt or start_dir, **load).eval()
+        model = AutoModelForCausalLM.from_pretrained(ckpt or start_dir, **load).to(device).eval()
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-        if ckpt is not None:
-            state = torch.load(ckpt / "trainer.pt", weights_only=False)
+        if ckpt is not None:  # its optimizer state goes where the parameters are, whichever device wrote it
+            state = torch.load(ckpt / "trainer.pt", weights_only=False, map_location="cpu")
             optimizer.load_state_dict(state["optimizer"])
             torch.set_rng_state(state["torch_rng"])
             start = state["step"]
@@ -353,16 +376,20 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
                            max_turns=cfg.max_turns, tokenizer=tokenizer)
             for _ in range(cfg.questions_per_step * cfg.group_size)]
 
-    # Threads by measurement: the tiny policy's one-token decoding steps and its update can each
-    # prefer one thread or every core, depending on the CPU and on what else runs on it.
-    probe = encode(tokenizer, render_prompt(envs[0].reset(seed=cfg.seed)[0], tokenizer))
-    settings = candidates("fp32", cfg.threads)
-    generation = fastest(lambda _: backend.generate([probe] * cfg.group_size, max_new_tokens=8, seed=0),
-                         settings)[0] if cfg.backend == "hf" else Setting(threads=torch.get_num_threads())
-    ids = torch.tensor([(probe * (cfg.pack_tokens // len(probe) + 1))[: cfg.pack_tokens]])
-    update = fastest(lambda _: (model(input_ids=ids).logits.logsumexp(-1).mean().backward(), model.zero_grad()),
-                     settings)[0]
-    print(f"threads: {generation.threads} for generation, {update.threads} for the update (fp32)")
+    # Threads by measurement on a CPU: the tiny policy's one-token decoding steps and its update can
+    # each prefer one thread or every core, depending on the CPU and on what else runs on it.
+    if device == "cpu":
+        probe = encode(tokenizer, render_prompt(envs[0].reset(seed=cfg.seed)[0], tokenizer))
+        settings = candidates("fp32", cfg.threads)
+        generation = fastest(lambda _: backend.generate([probe] * cfg.group_size, max_new_tokens=8, seed=0),
+                             settings)[0] if cfg.backend == "hf" else Setting(threads=torch.get_num_threads())
+        ids = torch.tensor([(probe * (cfg.pack_tokens // len(probe) + 1))[: cfg.pack_tokens]])
+        update = fastest(lambda _: (model(input_ids=ids).logits.logsumexp(-1).mean().backward(), model.zero_grad()),
+                         settings)[0]
+        print(f"threads: {generation.threads} for generation, {update.threads} for the update (fp32)")
+    else:
+        generation = update = Setting(threads=cfg.threads or torch.get_num_threads(), device=device)
+        print(f"compute: {update} (fp32) for generation and the update")
 
     # Log lines past the checkpoint belong to steps that will run again: drop them.
     metrics_path, curve_path = run_dir / "metrics.jsonl", run_dir / "curve.jsonl"
@@ -453,10 +480,10 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
                     for pack in packs(sequences, cfg.pack_tokens, minibatch):
                         logp = torch.cat(pack_logprobs(model, pack, sequences, positions, cfg.temperature))
                         part = [tokens[i] for i in pack.members]
-                        weights = torch.cat([t.weights for t in part])
-                        loss, stats = ppo_loss(logp, torch.cat([t.old_logp for t in part]),
+                        weights = torch.cat([t.weights for t in part]).to(device)
+                        loss, stats = ppo_loss(logp, torch.cat([t.old_logp for t in part]).to(device),
                                                torch.cat([ref_logp[i] for i in pack.members]),
-                                               torch.cat([t.advantages for t in part]), weights,
+                                               torch.cat([t.advantages for t in part]).to(device), weights,
                                                clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef)
                         # each pack's weighted mean, weighed by its share: the mini-batch's weighted mean
                         (loss * weights.sum() / minibatch_weight).backward()
@@ -584,6 +611,7 @@ def main(algo: str = "mempo", argv: list[str] | None = None, description: str = 
         cfg = tyro.cli(Config, default=Config(algo=algo), prog=prog, description=description, args=argv)
         if cfg.resume:
             cfg = resumed(cfg, algo, argv, prog, description)
+        resolve_device(cfg.device)
         data, strategy = datasets(cfg), make_strategy(cfg.context)
     except (ValueError, FileNotFoundError) as e:  # a bad value or a missing data file: one line, exit 2
         print(f"{prog}: error: {e}", file=sys.stderr)

@@ -202,6 +202,7 @@ def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
     (["--reward", "f1"], "reward must be one of ('score', 'aligned'), not 'f1'"),
     (["--min-objectives", "11"], "min_objectives must be 0 or from 1 to objectives (6), got 11"),
     (["--context", "window:0"], "window:K needs a positive integer K (the turns kept), got 0"),
+    (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not 'tpu'"),
 ])
 def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     from algorithms.mempo import main
@@ -209,6 +210,24 @@ def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main("grpo", args)
     assert exit_.value.code == 2 and message in " ".join(capsys.readouterr().err.split())
+
+
+def test_the_device_is_the_gpu_where_torch_sees_one_and_a_missing_gpu_is_one_clear_error(monkeypatch, capsys):
+    import torch
+
+    from algorithms.mempo import main, resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert resolve_device("auto") == "cpu" and resolve_device("cpu") == "cpu"
+    with pytest.raises(SystemExit) as exit_:
+        main("mempo", ["--device", "cuda"])
+    assert exit_.value.code == 2 and "device cuda: torch" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("auto") == "cuda" and resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(ValueError, match="device cuda:2: torch .* sees 2 CUDA GPU"):
+        resolve_device("cuda:2")
 
 
 def test_every_step_reaches_the_chosen_loggers(warmup, tmp_path, monkeypatch, capsys):
