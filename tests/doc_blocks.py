@@ -123,3 +123,20 @@ def python_module_args(command: str) -> tuple[str, list[str]] | None:
         if word == "-m" and words and Path(words[0]).name.startswith("python"):
             return words[i + 1], words[i + 2:]
     return None
+
+
+def script_commands(script: Path, package: str, values: dict[str, str] | None = None) -> list[str]:
+    """The ``python -m PACKAGE...`` commands of a shell script (a GPU check), its variables set to
+    ``values`` or else their defaults (``name="${1:-default}"``, ``name=word``), its extra arguments,
+    output redirection and pipes left out."""
+    text = re.sub(r"\\\n\s*", " ", script.read_text())
+    values = {"python": "python", **(values or {})}
+    defaults = re.findall(r'^(\w+)="?\$\{[\w]+:-([^$}]*)\}"?$', text, re.M)
+    for name, value in defaults + re.findall(r"^(\w+)=(\w+)$", text, re.M):
+        values.setdefault(name, value)
+    commands = []
+    for line in text.splitlines():
+        if f" -m {package}" in line:
+            line = re.split(r' "\$\{@:\d+\}"| 2>| \|', line)[0]
+            commands.append(re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], line))
+    return commands

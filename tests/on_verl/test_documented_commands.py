@@ -7,7 +7,6 @@ command's search tool; the install, activation and Ray commands checked against 
 Runs in the verl environment (``bash scripts/install_verl.sh``); skipped where verl is absent.
 """
 
-import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
 
-from doc_blocks import ROOT, Block, code_blocks, python_module_args, shell_commands
+from doc_blocks import ROOT, Block, code_blocks, python_module_args, script_commands, shell_commands
 from hydra import compose, initialize_config_dir
 from ray.scripts.scripts import start as ray_start
 
@@ -114,26 +113,10 @@ def test_documented_datasets_hold_their_questions_evidence(document, tmp_path, m
     assert trained
 
 
-def script_commands(script: Path) -> list[str]:
-    """The ``python -m ...`` commands of a shell script, its variables set to their defaults (a GPU count
-    of 1), its extra arguments and output redirection left out."""
-    text = re.sub(r"\\\n\s*", " ", script.read_text())
-    values = {"gpus": "1", "python": "python"}
-    defaults = re.findall(r'^(\w+)="?\$\{\w+:-([^$}]*)\}"?$', text, re.M)  # name="${1:-default}"
-    for name, value in defaults + re.findall(r"^(\w+)=(\w+)$", text, re.M):
-        values.setdefault(name, value)
-    commands = []
-    for line in text.splitlines():
-        if " -m mempo_verl." in line:
-            line = line.split(' "${@:3}"')[0].split(" 2>&1")[0]
-            commands.append(re.sub(r"\$(\w+)", lambda m: values[m.group(1)], line))
-    return commands
-
-
 def test_the_gpu_checks_commands_run_as_far_as_the_cpu_can(tmp_path, monkeypatch):
     """scripts/verl_gpu_check.sh's data command runs and its training command, composed and checked as
     ``python -m mempo_verl.main`` does, trains on those datasets with the search tool they need."""
-    commands = script_commands(GPU_CHECK)
+    commands = script_commands(GPU_CHECK, "mempo_verl.", {"gpus": "1"})
     assert [python_module_args(c)[0] for c in commands] == ["mempo_verl.data", "mempo_verl.main"]
     in_a_checkout(tmp_path, monkeypatch)
     data.main(python_module_args(commands[0])[1])

@@ -1,0 +1,48 @@
+"""scripts/gpu_check.sh, the learner's GPU check (issue 34, item 5), cannot run without a GPU; its two
+commands are read from the script and validated here by the programs' own parsers: the warm-up is the
+3.8M recipe, and the learner takes a CUDA device when torch sees one."""
+
+import pytest
+import tyro
+from doc_blocks import ROOT, python_module_args, script_commands
+
+SCRIPT = ROOT / "scripts" / "gpu_check.sh"
+
+
+def test_the_gpu_checks_commands_build_the_3_8m_policy_and_train_it_on_cuda(monkeypatch, policy_dir):
+    import torch
+
+    import algorithms.mempo as mempo
+    from algorithms.sft import SFTConfig
+    from algorithms.tiny_policy import build_model
+
+    sft, learner = (python_module_args(c) for c in script_commands(SCRIPT, "algorithms.", {"policy": str(policy_dir)}))
+    assert sft[0] == "algorithms.sft" and learner[0] == "algorithms.mempo"
+    recipe = tyro.cli(SFTConfig, args=sft[1])
+    assert (recipe.hidden, recipe.layers, recipe.lr, recipe.steps, recipe.base) == (192, 6, 1e-3, 2500, "")
+    model = build_model(2048, hidden=recipe.hidden, layers=recipe.layers, heads=recipe.heads, eos_token_id=0,
+                        pad_token_id=0)
+    assert sum(p.numel() for p in model.parameters()) >= 3.8e6  # "the 3.8M policy or larger"
+
+    configs = []
+    monkeypatch.setattr(mempo, "train", lambda cfg, data, strategy: configs.append(cfg))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on the GPU machine
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    mempo.main("mempo", learner[1])
+    (cfg,) = configs
+    assert cfg.device == "cuda" and cfg.algo == "mempo" and cfg.steps == 3 and cfg.policy == str(policy_dir)
+
+
+def test_the_gpu_check_refuses_to_pass_on_a_cpu(tmp_path):
+    """Its first step: where torch sees no GPU the script stops there, before any build."""
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the script would run the whole check")
+    run = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "check")], capture_output=True, text=True,
+                         env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert run.returncode != 0 and "torch sees no CUDA GPU" in run.stderr
+    assert not (tmp_path / "check" / "cache").exists()
