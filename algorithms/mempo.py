@@ -389,7 +389,7 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
         print(f"threads: {generation.threads} for generation, {update.threads} for the update (fp32)")
     else:
         generation = update = Setting(threads=cfg.threads or torch.get_num_threads(), device=device)
-        print(f"compute: {update} (fp32) for generation and the update")
+        print(f"compute: {update} for generation and the update")
 
     # Log lines past the checkpoint belong to steps that will run again: drop them.
     metrics_path, curve_path = run_dir / "metrics.jsonl", run_dir / "curve.jsonl"

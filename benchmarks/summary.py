@@ -10,6 +10,7 @@ answers of one episode share its context, so they are not counted as k trials.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -63,8 +64,6 @@ def units_to_resolve(values: Sequence[float], limit: int = 10_000) -> int | None
     Student-t interval excludes 0: the smallest n >= 2 with t(n - 1) sd / sqrt(n) < |mean|, the sd and
     mean those of ``values``; None for a zero mean, a single value, or more than ``limit``. What a
     difference inside its interval would take, if the seeds to come looked like these."""
-    import statistics
-
     from scipy import stats
 
     if len(values) < 2 or (mean := statistics.fmean(values)) == 0:

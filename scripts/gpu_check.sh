@@ -19,7 +19,7 @@ mkdir -p "$out"
 policy="$(tail -n 1 "$out/sft.out")"
 "$python" -m algorithms.mempo --policy "$policy" --device cuda --steps "$steps" --eval-episodes 8 \
     --run-dir "$out/mempo" 2>&1 | tee "$out/mempo.log"
-grep -q "compute: cuda" "$out/mempo.log" || { echo "FAIL: the learner did not compute on the GPU"; exit 1; }
+grep -q "compute: fp32, cuda" "$out/mempo.log" || { echo "FAIL: the learner did not compute on the GPU"; exit 1; }
 "$python" - "$out/mempo/metrics.jsonl" "$steps" <<'EOF'
 import json, sys
 lines = [json.loads(x) for x in open(sys.argv[1])]

@@ -33,6 +33,20 @@ def test_the_gpu_checks_commands_build_the_3_8m_policy_and_train_it_on_cuda(monk
     assert cfg.device == "cuda" and cfg.algo == "mempo" and cfg.steps == 3 and cfg.policy == str(policy_dir)
 
 
+def test_the_gpu_check_looks_for_the_line_the_learner_prints_on_a_gpu(monkeypatch):
+    """The script passes only if the learner's log says it computed on CUDA: its grep pattern must be
+    in the line ``train`` prints there ("compute: " and the ``Setting``)."""
+    import re
+
+    import torch
+
+    from algorithms.compute import Setting
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    pattern = re.search(r'grep -q "([^"]+)" "\$out/mempo.log"', SCRIPT.read_text())[1]
+    assert pattern in f"compute: {Setting(threads=16, device='cuda')} for generation and the update"
+
+
 def test_the_gpu_check_refuses_to_pass_on_a_cpu(tmp_path):
     """Its first step: where torch sees no GPU the script stops there, before any build."""
     import subprocess
