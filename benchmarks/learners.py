@@ -2,6 +2,7 @@
 
     python -m benchmarks.learners                  # 4 arms x 5 seeds, then the evaluation (hours; resumable)
     python -m benchmarks.learners --quick          # 1 seed, 4 steps, 10 episodes per cell: a first look
+    python -m benchmarks.learners --arms mempo,grpo,control   # without the full-context baseline
     python -m benchmarks.learners --results-md benchmarks/RESULTS.md   # also fill its section and the record
     python -m benchmarks.learners --record-md RECORD --record-heading "## H"   # the record only, under ## H
 
@@ -89,11 +90,12 @@ END = "<!-- benchmarks.learners: end -->"
 TESTED_BY = "<!-- tested by tests/test_learner_docs.py::test_the_documented_learner_commands_parse -->"
 
 
-def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config) -> dict[str, Config]:
+def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config,
+                arms: Sequence[str] = tuple(ARMS)) -> dict[str, Config]:
     """Policy label -> its learner config; seed-major, so a partial comparison has every arm of seed 0."""
-    return {f"{arm}-s{seed}": dataclasses.replace(base, **settings, seed=seed, policy=str(warmup),
+    return {f"{arm}-s{seed}": dataclasses.replace(base, **ARMS[arm], seed=seed, policy=str(warmup),
                                                   run_dir=str(out / "runs" / f"{arm}-s{seed}"), eval_episodes=0)
-            for seed in seeds for arm, settings in ARMS.items()}
+            for seed in seeds for arm in ARMS if arm in arms}
 
 
 def check_run(cfg: Config) -> None:
@@ -148,14 +150,19 @@ def in_parallel(jobs: int, calls: list[tuple[Any, ...]]) -> list[Any]:
 def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEEDS, episodes: int = EPISODES,
             samples: int = SAMPLES, objectives: Sequence[int] = OBJECTIVES, split: str = "test",
             warmup: str | Path | None = None, long_from: int = LONG_FROM, learner: Mapping[str, Any] | None = None,
-            jobs: int = 1, command: str | None = None, verbose: bool = True) -> dict[str, Any]:
+            arms: Sequence[str] = tuple(ARMS), jobs: int = 1, command: str | None = None,
+            verbose: bool = True) -> dict[str, Any]:
     """Train every arm x seed, evaluate them and the warm-up, write the report; return ``report``'s result.
 
     ``learner``: ``Config`` fields other than the per-arm ones (e.g. ``{"steps": 2}``), the same for
     every arm. ``warmup``: the start checkpoint (default: ``default_warmup`` for the learner's world).
     ``samples``: sampled episodes per question at the training horizon (``Config.objectives``).
+    ``arms``: the arms to train (default all of ``ARMS``; the warm-up is evaluated in their views only).
     ``jobs``: runs (and evaluation folders) at once, each in a process of its own: a run with one torch
     thread unless ``learner`` sets ``threads``, an evaluation with its share of this process's threads.
+    Seeds go ``jobs`` at a time, each group trained and then evaluated before the next starts, so that an
+    interrupted comparison holds finished seeds (a report over them: ``report`` of a copy whose
+    ``comparison.json`` lists those seeds) rather than trained runs nobody has evaluated.
     """
     start = time.perf_counter()
     out = Path(out_dir)
@@ -169,6 +176,11 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     if base.dataset != "generated":  # it evaluates on eval_task's generated questions
         raise BenchmarkError(f"the comparison trains on the generated task, not dataset {base.dataset!r}")
     seeds, objectives = list(seeds), list(objectives)
+    if unknown := sorted(set(arms) - set(ARMS)):
+        raise BenchmarkError(f"unknown arms {unknown}; the arms are {', '.join(ARMS)}")
+    arms = [arm for arm in ARMS if arm in arms]  # in ARMS' order, each once
+    if not arms:
+        raise BenchmarkError("no arm to train")
     if not seeds or len(set(seeds)) < len(seeds) or any(s < 0 for s in seeds):
         raise BenchmarkError(f"seeds must be distinct non-negative integers, got {seeds}")
     if episodes < 1 or samples < 1 or jobs < 1:
@@ -186,12 +198,12 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     warmup = Path(warmup) if warmup else default_warmup(base.task_seed, base.hops)
     # A prompt past the policy's window ends its episode unanswered, as an engine would refuse it.
     max_context = AutoConfig.from_pretrained(warmup).max_position_embeddings - EVAL_MAX_NEW_TOKENS
-    configs = arm_configs(out, seeds, warmup, base)
+    configs = arm_configs(out, seeds, warmup, base, arms)
     for cfg in configs.values():  # before any training: a mismatch found late would waste hours
         check_run(cfg)
     previous = json.loads((out / COMPARISON).read_text()) if (out / COMPARISON).exists() else {}
     info = {"settings": {"seeds": seeds, "episodes": episodes, "samples": samples, "objectives": objectives,
-                         "sampled_objectives": [base.objectives], "split": split, "task": task.name,
+                         "sampled_objectives": [base.objectives], "arms": arms, "split": split, "task": task.name,
                          "long_from": long_from, "warmup": str(warmup), "prompt": TRAIN_PROMPT,
                          "max_new_tokens": EVAL_MAX_NEW_TOKENS, "max_context_tokens": max_context,
                          "learner": dataclasses.asdict(base)},
@@ -200,24 +212,29 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     out.mkdir(parents=True, exist_ok=True)
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
 
-    in_parallel(jobs, [(trained_checkpoint, cfg) for cfg in configs.values()])
-    checkpoints = {label: load_checkpoint(Path(cfg.run_dir)) for label, cfg in configs.items()}
     greedy = f"hf:{{}}#max_new_tokens={EVAL_MAX_NEW_TOKENS}"
     sampled = f"{greedy}#temperature={base.temperature}#seed={{}}"
     common = dict(dataset=task, episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
                   max_context_tokens=max_context, plots=False, verbose=verbose and jobs == 1)
-    evaluations = []  # a folder per kind, view and policy: each resumable, any number at once
-    for context in ("memory", "full"):
-        policies = {WARMUP: warmup, **{label: ckpt for label, ckpt in checkpoints.items()
-                                       if configs[label].context == context}}
-        for label, path in policies.items():
-            evaluations += [
+
+    def evaluations(policies: Sequence[tuple[str, str, Path]]) -> list[tuple[Any, ...]]:
+        """A folder per kind, view and policy ((label, view, checkpoint)s): each resumable."""
+        calls = []
+        for label, context, path in policies:
+            calls += [
                 (partial(evaluate, out_dir=out / "eval" / context / label, contexts=[context], objectives=objectives,
                          **common), {label: greedy.format(path)}),
                 (partial(evaluate, out_dir=out / "sampled" / context / label, contexts=[context],
                          objectives=[base.objectives], **common),
                  {f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED) for j in range(1, samples + 1)})]
-    in_parallel(jobs, evaluations)
+        return calls
+
+    starts = evaluations([(WARMUP, context, warmup) for context in dict.fromkeys(ARMS[a]["context"] for a in arms)])
+    for group in range(0, len(seeds), jobs):
+        labels = [label for label, cfg in configs.items() if cfg.seed in seeds[group:group + jobs]]
+        in_parallel(jobs, [(trained_checkpoint, configs[label]) for label in labels])
+        in_parallel(jobs, (starts if group == 0 else []) + evaluations(
+            [(label, configs[label].context, load_checkpoint(Path(configs[label].run_dir))) for label in labels]))
 
     info["wall_s"] += time.perf_counter() - start
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
@@ -235,6 +252,8 @@ def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     for kind, folder, horizons in (("greedy", "eval", settings["objectives"]),
                                    ("sampled", "sampled", settings["sampled_objectives"])):
         for context in ("memory", "full"):
+            if not (out / folder / context).is_dir():  # a view none of the comparison's arms trains in
+                continue
             for r in (r for run in sorted((out / folder / context).iterdir()) for r in load_run(run)[1]):
                 m = re.fullmatch(r"(.+?)(?:-s(\d+))?(?:~(\d+))?", r["agent"])
                 arm, seed = m[1], None if m[2] is None else int(m[2])
@@ -412,7 +431,7 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
         return row
 
     rows = []
-    for arm in ARMS:
+    for arm in settings.get("arms", ARMS):  # a comparison made before arms could be chosen had them all
         learner = arm in LEARNERS
         rows.append({
             "arm": arm, "reward": over_seeds(reward[arm]),
@@ -421,7 +440,8 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
             "training recall": over_seeds(late["memory_recall"][arm]),
             "training recall - control": over_seeds(seed_diff(arm, "control", "memory_recall")) if learner else None,
             **held_out(arm, {"start": START[arm], "control": "control" if learner else None})})
-    rows += [{"arm": start, **held_out(start, {})} for start in (WARMUP, WARMUP_FULL)]
+    rows += [{"arm": start, **held_out(start, {})} for start in (WARMUP, WARMUP_FULL)
+             if any(r["agent"] == start for r in records)]
     recall_by_seed = seed_diff("mempo", "grpo", "memory_recall")
     measures = [("training reward (2nd half of the steps)", over_seeds(seed_diff("mempo", "grpo")),
                  seed_diff("mempo", "grpo"), 1),
@@ -502,7 +522,7 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
                      f"| {'–' if needed is None else needed} |")
     lines.append("")
     rows = {row["arm"]: row for row in tables["learning"]}
-    for arm in LEARNERS:
+    for arm in (arm for arm in LEARNERS if arm in rows):
         row = rows[arm]
         lines += [f"- {arm}: training reward − control {signed(row['reward - control'], 1, 2)} "
                   f"({verdict(row['reward - control'])}); held-out sampled F1 at {k} objectives − start "
@@ -562,6 +582,7 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
         if not tables[name]:
             lines.append(f"No evaluated horizon reaches {settings['long_from']} objectives.")
             continue
+        columns = [c for c in columns if any(row[c[0]] is not None for row in tables[name])]  # the arms compared
         lines += ["| objectives | " + " | ".join(h for _, h, _, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
         for row in tables[name]:
             cells = ["–" if row[key] is None else
@@ -589,6 +610,10 @@ def describe(settings: dict[str, Any]) -> str:
     limit = settings.get("max_context_tokens")  # absent from comparisons made before the limit existed
     window = (f"an episode whose next prompt exceeds {limit} tokens ends unanswered (the policy's window less "
               f"that budget)" if limit else "no context limit")
+    arms = settings.get("arms", list(ARMS))
+    views = "; ".join(f"the warm-up, {', '.join(a for a in arms if ARMS[a]['context'] == context)} in {name}"
+                      for context, name in (("memory", "the memory view"), ("full", "the full context"))
+                      if any(ARMS[a]["context"] == context for a in arms))
     horizon = (f"{c['objectives']}-objective" if not c.get("min_objectives")
                else f"{c['min_objectives']}-{c['objectives']}-objective")
     return (f"Learners (`algorithms.mempo.Config`, the same for every arm): steps × question groups × rollouts "
@@ -600,8 +625,7 @@ def describe(settings: dict[str, Any]) -> str:
             f"{settings['episodes']} questions per policy and horizon, greedy, and sampled at temperature "
             f"{c['temperature']} at {', '.join(map(str, settings['sampled_objectives']))} objectives, "
             f"{settings['samples']} episodes per question; prompt `{settings['prompt']}`, turn budget "
-            f"max({c['max_turns']}, 4 × objectives); the warm-up in both views, mempo, grpo and the control in "
-            f"the memory view, grpo-full in the full context; up to "
+            f"max({c['max_turns']}, 4 × objectives); {views}; up to "
             f"{settings.get('max_new_tokens', c['max_new_tokens'])} new tokens per turn; {window}; TT in the "
             f"policy's tokens.")
 
@@ -632,7 +656,7 @@ def plot_curves(runs: Mapping[str, Mapping[str, list]], settings: dict[str, Any]
     rows = [("metrics", "reward_avg", f"rollout reward, moving average of {c.get('reward_window', 1)} steps"),
             ("curve", "sampled_f1", f"held-out sampled F1 (T={c['temperature']}), {c['objectives']} objectives"),
             ("curve", "greedy_f1", f"held-out greedy F1, {c['objectives']} objectives")]
-    columns = ["mempo", "grpo", "grpo-full"]
+    columns = [arm for arm in ("mempo", "grpo", "grpo-full") if arm in settings.get("arms", ARMS)]
     fig, axes = plt.subplots(len(rows), len(columns), figsize=(5 * len(columns), 3.2 * len(rows)), squeeze=False)
     for col, arm in enumerate(columns):
         for row, (log, key, label) in enumerate(rows):
@@ -745,6 +769,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help=f"evaluation horizons (default {_csv(OBJECTIVES)})")
     p.add_argument("--split", default="test", choices=("test", "validation"),
                    help="test: the evaluation questions; validation: the next world's test questions, for tuning")
+    p.add_argument("--arms", default=",".join(ARMS),
+                   help=f"the arms to train, comma-separated (default {','.join(ARMS)})")
     p.add_argument("--warmup", default=None, help="start checkpoint of every arm (default: the learner's warm-up)")
     p.add_argument("--jobs", type=int, default=1,
                    help="runs and evaluation folders at once, one process and one torch thread each (default 1)")
@@ -769,6 +795,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             samples=default["samples"] if args.samples is None else args.samples,
             objectives=_int_list(args.objectives, "--objectives") if args.objectives else default["objectives"],
             split=args.split, warmup=args.warmup, long_from=args.long_from, jobs=args.jobs,
+            arms=[arm.strip() for arm in args.arms.split(",") if arm.strip()],
             learner={**({} if steps is None else {"steps": steps}),
                      **({} if args.train_objectives is None else {"objectives": args.train_objectives})},
             command=shlex.join(["python", "-m", "benchmarks.learners", *(sys.argv[1:] if argv is None else argv)]))

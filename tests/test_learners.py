@@ -110,11 +110,57 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     (dict(learner={"dataset": "hotpotqa"}), "trains on the generated task"),  # it evaluates on generated questions
     (dict(jobs=0), "jobs must be at least 1"),
     (dict(samples=0), "samples"),
+    (dict(arms=["mempo", "ppo"]), "unknown arms"),
+    (dict(arms=[]), "no arm"),
 ])
 def test_bad_settings_fail_before_any_work(tmp_path, kwargs, message):
     with pytest.raises(BenchmarkError, match=message):
         compare(tmp_path / "x", **kwargs)
     assert not (tmp_path / "x").exists()
+
+
+def test_seeds_are_trained_then_evaluated_a_group_at_a_time_with_the_chosen_arms(tmp_path, monkeypatch):
+    """An interrupted comparison holds whole seeds: each group of ``jobs`` seeds is trained, then its
+    policies (and, first, the warm-up in the chosen arms' views only) are evaluated, before the next."""
+    batches = []
+    monkeypatch.setattr(learners, "in_parallel", lambda jobs, calls: batches.append(calls) or [])
+    monkeypatch.setattr(learners, "report", lambda out: {"markdown": ""})
+    compare(tmp_path, seeds=[3, 1, 4], arms=["control", "mempo", "grpo"], jobs=2, verbose=False)
+
+    def trained(calls):
+        return [Path(cfg.run_dir).name for f, cfg in calls]
+
+    def evaluated(calls):
+        return [str(Path(f.keywords["out_dir"]).relative_to(tmp_path)) for f, _ in calls]
+
+    assert trained(batches[0]) == ["mempo-s3", "grpo-s3", "control-s3", "mempo-s1", "grpo-s1", "control-s1"]
+    assert evaluated(batches[1])[:2] == ["eval/memory/warm-up", "sampled/memory/warm-up"]  # no full view
+    assert sorted(evaluated(batches[1])[2:]) == sorted(f"{kind}/memory/{arm}-s{s}" for kind in ("eval", "sampled")
+                                                       for arm in ("mempo", "grpo", "control") for s in (3, 1))
+    assert trained(batches[2]) == ["mempo-s4", "grpo-s4", "control-s4"] and len(batches[3]) == 6
+    settings = json.loads((tmp_path / "comparison.json").read_text())["settings"]
+    assert settings["arms"] == ["mempo", "grpo", "control"]  # in ARMS' order, for the report
+
+
+def test_the_report_leaves_out_the_arms_a_comparison_did_not_train():
+    from benchmarks.learners import learning_tables, markdown
+
+    settings = {"seeds": [0], "objectives": [6], "sampled_objectives": [6], "long_from": 6, "episodes": 2,
+                "samples": 1, "arms": ["mempo", "grpo", "control"], "task": "t", "warmup": "w", "prompt": "train",
+                "learner": {"steps": 2, "questions_per_step": 1, "group_size": 2, "lr": 1e-4, "objectives": 6,
+                            "hops": 1, "task_seed": 0, "max_turns": 8, "max_new_tokens": 8, "kl_coef": 0.1,
+                            "temperature": 1.0}}
+    records = [{"agent": arm, "train_seed": None if arm == "warm-up" else 0, "kind": kind, "objectives": 6,
+                "episode": e, "f1": 0.5, "total_tokens": 100}
+               for arm in ("warm-up", "mempo", "grpo", "control") for kind in ("greedy", "sampled") for e in range(2)]
+    runs = {f"{arm}-s0": {"metrics": [{"step": t, "reward": 1.0} for t in (1, 2)], "curve": []}
+            for arm in ("mempo", "grpo", "control")} | {"grpo-full-s0": {"metrics": [], "curve": []}}
+    tables = learning_tables(records, runs, settings)
+    assert [r["arm"] for r in tables["learning"]] == ["mempo", "grpo", "control", "warm-up"]
+    greedy = [r for r in records if r["kind"] == "greedy"]
+    text_ = markdown({**tables, **question_tables(greedy, [6], long_from=6)}, settings)
+    assert "grpo-full" not in text_ and "warm-up (full)" not in text_ and "full context" not in text_.split("\n")[0]
+    assert "| objectives | mempo (memory) | grpo (memory) |" in text_  # table (b) without its full-context columns
 
 
 def test_parallel_jobs_share_the_threads():
