@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import inspect
 import json
 import math
@@ -53,7 +54,8 @@ from typing import Any
 from algorithms.compute import cpu_name
 from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
-from benchmarks.report import BenchmarkError, Comparison, load_run, write_comparison
+from benchmarks.report import CONFIG, BenchmarkError, Comparison, load_run, write_comparison
+from benchmarks.report import EPISODES as EPISODE_LOG
 from benchmarks.run import _int_list, evaluate, load_done
 from benchmarks.summary import METRICS, jsonable, mean_ci, summarize, units_to_resolve
 from mempo_env.env import MemSearchQAEnv
@@ -107,7 +109,7 @@ def check_run(cfg: Config) -> None:
         # a field newer than the folder had its default there
         saved = {**json.loads(json.dumps(dataclasses.asdict(Config()))), **saved}
         changed = "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items()
-                            if saved.get(k) != v and k not in RESUMABLE)
+                            if saved.get(k) != v and k not in (*RESUMABLE, "run_dir"))  # a moved run is the same
         if changed:
             raise BenchmarkError(f"{cfg.run_dir} holds a run with other settings ({changed}); use another --out")
 
@@ -119,6 +121,71 @@ def trained_checkpoint(cfg: Config) -> Path:
         train(cfg)
         ckpt = load_checkpoint(Path(cfg.run_dir))
     return ckpt
+
+
+def evaluated(out: Path, settings: Mapping[str, Any], label: str, context: str) -> bool:
+    """Whether every episode the comparison plays with a policy is in its two folders (greedy at every
+    horizon, ``samples`` sampled ones at the training horizon): such a policy is not trained or played again,
+    even without its checkpoint (a seed restored from an archive)."""
+    def has(folder: Path, agents: Sequence[str], horizons: Sequence[int]) -> bool:
+        done = {(r["agent"], r["objectives"], r["episode"]) for r in load_done(folder / EPISODE_LOG)}
+        return all((a, k, e) in done for a in agents for k in horizons for e in range(settings["episodes"]))
+
+    return (has(out / "eval" / context / label, [label], settings["objectives"])
+            and has(out / "sampled" / context / label, [f"{label}~{j}" for j in range(1, settings["samples"] + 1)],
+                    settings["sampled_objectives"]))
+
+
+# What an archive keeps of a run folder and of an evaluation folder (episodes gzipped, without transcripts).
+RUN_FILES, EVAL_FILES = ("config.json", "metrics.jsonl", "curve.jsonl"), (CONFIG,)
+
+
+def archive(out_dir: str | Path, dest: str | Path) -> list[int]:
+    """Copy a comparison's finished seeds (every arm trained and evaluated) and its evaluated warm-up into
+    ``dest``, light enough to commit: the training logs and configs, and the episodes without their
+    transcripts, gzipped (about 0.3 KB an episode). ``compare(..., archive=dest)`` on a fresh machine
+    restores them and plays only what is missing. Returns the seeds archived."""
+    out, dest = Path(out_dir), Path(dest)
+    settings = json.loads((out / COMPARISON).read_text())["settings"]
+    arms = settings.get("arms", list(ARMS))
+    views = {WARMUP: list(dict.fromkeys(ARMS[a]["context"] for a in arms))}
+    seeds = [s for s in settings["seeds"]
+             if all(evaluated(out, settings, f"{a}-s{s}", ARMS[a]["context"]) for a in arms)]
+    for s in seeds:
+        for a in arms:
+            views[f"{a}-s{s}"] = [ARMS[a]["context"]]
+            for name in RUN_FILES:
+                (dest / "runs" / f"{a}-s{s}").mkdir(parents=True, exist_ok=True)
+                (dest / "runs" / f"{a}-s{s}" / name).write_bytes((out / "runs" / f"{a}-s{s}" / name).read_bytes())
+    for label, contexts in views.items():
+        for context in contexts:
+            if not evaluated(out, settings, label, context):
+                continue
+            for folder in (Path(kind) / context / label for kind in ("eval", "sampled")):
+                (dest / folder).mkdir(parents=True, exist_ok=True)
+                (dest / folder / CONFIG).write_bytes((out / folder / CONFIG).read_bytes())
+                lines = "".join(json.dumps({k: v for k, v in r.items() if k != "trajectory"}) + "\n"
+                                for r in load_done(out / folder / EPISODE_LOG))
+                (dest / folder / (EPISODE_LOG + ".gz")).write_bytes(gzip.compress(lines.encode(), mtime=0))
+    (dest / COMPARISON).write_bytes((out / COMPARISON).read_bytes())
+    return seeds
+
+
+def restore(dest: str | Path, out_dir: str | Path) -> list[str]:
+    """Copy into a comparison folder what an ``archive`` holds and the folder lacks (a run or an
+    evaluation folder it has is left as it is); returns the folders restored."""
+    dest, out = Path(dest), Path(out_dir)
+    restored = []
+    for folder in sorted({p.parent.relative_to(dest) for p in dest.glob("*/**/config.json")}):
+        if (out / folder).exists():
+            continue
+        (out / folder).mkdir(parents=True)
+        for path in (dest / folder).iterdir():
+            data = path.read_bytes()
+            name = path.name.removesuffix(".gz")
+            (out / folder / name).write_bytes(gzip.decompress(data) if path.suffix == ".gz" else data)
+        restored.append(str(folder))
+    return restored
 
 
 def eval_task(split: str, cfg: Config) -> QATask:
@@ -150,8 +217,8 @@ def in_parallel(jobs: int, calls: list[tuple[Any, ...]]) -> list[Any]:
 def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEEDS, episodes: int = EPISODES,
             samples: int = SAMPLES, objectives: Sequence[int] = OBJECTIVES, split: str = "test",
             warmup: str | Path | None = None, long_from: int = LONG_FROM, learner: Mapping[str, Any] | None = None,
-            arms: Sequence[str] = tuple(ARMS), jobs: int = 1, command: str | None = None,
-            verbose: bool = True) -> dict[str, Any]:
+            arms: Sequence[str] = tuple(ARMS), jobs: int = 1, archive_dir: str | Path | None = None,
+            command: str | None = None, verbose: bool = True) -> dict[str, Any]:
     """Train every arm x seed, evaluate them and the warm-up, write the report; return ``report``'s result.
 
     ``learner``: ``Config`` fields other than the per-arm ones (e.g. ``{"steps": 2}``), the same for
@@ -163,6 +230,9 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     Seeds go ``jobs`` at a time, each group trained and then evaluated before the next starts, so that an
     interrupted comparison holds finished seeds (a report over them: ``report`` of a copy whose
     ``comparison.json`` lists those seeds) rather than trained runs nobody has evaluated.
+    ``archive_dir``: restore the finished seeds kept there (``restore``) before anything runs, and keep each
+    group there once evaluated (``archive``), so that a comparison longer than a machine's life goes on
+    from a committed folder.
     """
     start = time.perf_counter()
     out = Path(out_dir)
@@ -199,6 +269,10 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     # A prompt past the policy's window ends its episode unanswered, as an engine would refuse it.
     max_context = AutoConfig.from_pretrained(warmup).max_position_embeddings - EVAL_MAX_NEW_TOKENS
     configs = arm_configs(out, seeds, warmup, base, arms)
+    if archive_dir and Path(archive_dir).is_dir():
+        restored = restore(archive_dir, out)
+        if verbose and restored:
+            print(f"restored {len(restored)} folders from {archive_dir}")
     for cfg in configs.values():  # before any training: a mismatch found late would waste hours
         check_run(cfg)
     previous = json.loads((out / COMPARISON).read_text()) if (out / COMPARISON).exists() else {}
@@ -229,12 +303,16 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
                  {f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED) for j in range(1, samples + 1)})]
         return calls
 
-    starts = evaluations([(WARMUP, context, warmup) for context in dict.fromkeys(ARMS[a]["context"] for a in arms)])
+    starts = evaluations([(WARMUP, context, warmup) for context in dict.fromkeys(ARMS[a]["context"] for a in arms)
+                          if not evaluated(out, info["settings"], WARMUP, context)])
     for group in range(0, len(seeds), jobs):
-        labels = [label for label, cfg in configs.items() if cfg.seed in seeds[group:group + jobs]]
+        labels = [label for label, cfg in configs.items() if cfg.seed in seeds[group:group + jobs]
+                  and not evaluated(out, info["settings"], label, cfg.context)]
         in_parallel(jobs, [(trained_checkpoint, configs[label]) for label in labels])
         in_parallel(jobs, (starts if group == 0 else []) + evaluations(
             [(label, configs[label].context, load_checkpoint(Path(configs[label].run_dir))) for label in labels]))
+        if archive_dir:
+            archive(out, archive_dir)
 
     info["wall_s"] += time.perf_counter() - start
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
@@ -771,6 +849,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help="test: the evaluation questions; validation: the next world's test questions, for tuning")
     p.add_argument("--arms", default=",".join(ARMS),
                    help=f"the arms to train, comma-separated (default {','.join(ARMS)})")
+    p.add_argument("--archive", default=None, metavar="DIR",
+                   help="resume from the finished seeds kept in DIR, and keep each finished seed there (training "
+                        "logs, episodes without transcripts: small enough to commit)")
     p.add_argument("--warmup", default=None, help="start checkpoint of every arm (default: the learner's warm-up)")
     p.add_argument("--jobs", type=int, default=1,
                    help="runs and evaluation folders at once, one process and one torch thread each (default 1)")
@@ -795,7 +876,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             samples=default["samples"] if args.samples is None else args.samples,
             objectives=_int_list(args.objectives, "--objectives") if args.objectives else default["objectives"],
             split=args.split, warmup=args.warmup, long_from=args.long_from, jobs=args.jobs,
-            arms=[arm.strip() for arm in args.arms.split(",") if arm.strip()],
+            arms=[arm.strip() for arm in args.arms.split(",") if arm.strip()], archive_dir=args.archive,
             learner={**({} if steps is None else {"steps": steps}),
                      **({} if args.train_objectives is None else {"objectives": args.train_objectives})},
             command=shlex.join(["python", "-m", "benchmarks.learners", *(sys.argv[1:] if argv is None else argv)]))

@@ -1,5 +1,7 @@
 """The learner comparison end to end at absurdly small settings: folders, resume, report, RESULTS.md."""
 
+import dataclasses
+import gzip
 import json
 from pathlib import Path
 
@@ -140,6 +142,51 @@ def test_seeds_are_trained_then_evaluated_a_group_at_a_time_with_the_chosen_arms
     assert trained(batches[2]) == ["mempo-s4", "grpo-s4", "control-s4"] and len(batches[3]) == 6
     settings = json.loads((tmp_path / "comparison.json").read_text())["settings"]
     assert settings["arms"] == ["mempo", "grpo", "control"]  # in ARMS' order, for the report
+
+
+def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(tmp_path, monkeypatch):
+    """A comparison outlives its machine: ``archive`` keeps each seed whose arms are all trained and
+    evaluated (logs, and episodes without transcripts); a fresh folder restored from it trains and plays
+    only what is missing."""
+    batches = []
+    monkeypatch.setattr(learners, "in_parallel", lambda jobs, calls: batches.append(calls) or [])
+    monkeypatch.setattr(learners, "report", lambda out: {"markdown": ""})
+    out, kept, fresh = tmp_path / "out", tmp_path / "kept", tmp_path / "fresh"
+    settings = dict(seeds=[0, 1], episodes=2, samples=1, objectives=[2, 3], arms=["mempo", "control"],
+                    learner={"objectives": 2}, verbose=False)
+    compare(out, **settings)
+    configs = {Path(cfg.run_dir).name: cfg for batch in batches[0::2] for _, cfg in batch}
+    assert list(configs) == ["mempo-s0", "control-s0", "mempo-s1", "control-s1"]
+
+    def played(folder: Path, agents: list[str], horizons: list[int]) -> None:
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        (folder / "episodes.jsonl").write_text("".join(
+            json.dumps({"agent": a, "objectives": k, "episode": e, "f1": 1.0, "trajectory": ["long"]}) + "\n"
+            for a in agents for k in horizons for e in range(2)))
+
+    for label in ("warm-up", "mempo-s0", "control-s0", "mempo-s1"):  # control-s1 never finished
+        played(out / "eval/memory" / label, [label], [2, 3])
+        played(out / "sampled/memory" / label, [f"{label}~1"], [2])
+        if label in configs:
+            run = out / "runs" / label
+            run.mkdir(parents=True)
+            (run / "config.json").write_text(json.dumps(dataclasses.asdict(configs[label])))
+            (run / "metrics.jsonl").write_text('{"step": 1}\n')
+            (run / "curve.jsonl").write_text("")
+            (run / "checkpoint").mkdir()  # not archived
+    assert learners.archive(out, kept) == [0]
+    assert sorted(p.name for p in (kept / "runs").iterdir()) == ["control-s0", "mempo-s0"]
+    assert not (kept / "runs/mempo-s0/checkpoint").exists() and not (kept / "eval/memory/mempo-s1").exists()
+    episodes = gzip.decompress((kept / "eval/memory/mempo-s0/episodes.jsonl.gz").read_bytes()).decode()
+    assert len(episodes.splitlines()) == 4 and "trajectory" not in episodes and '"f1": 1.0' in episodes
+
+    batches.clear()
+    compare(fresh, archive_dir=kept, **settings)
+    assert [[Path(cfg.run_dir).name for _, cfg in batch] for batch in batches[0::2]] == [[], ["mempo-s1", "control-s1"]]
+    assert batches[1] == []  # the warm-up and seed 0 were played before
+    assert (fresh / "sampled/memory/warm-up/episodes.jsonl").read_text().count("warm-up~1") == 2
+    assert (fresh / "runs/control-s0/metrics.jsonl").read_text() == '{"step": 1}\n'
 
 
 def test_the_report_leaves_out_the_arms_a_comparison_did_not_train():
