@@ -136,14 +136,13 @@ def evaluated(out: Path, settings: Mapping[str, Any], label: str, context: str) 
                     settings["sampled_objectives"]))
 
 
-# What an archive keeps of a run folder and of an evaluation folder (episodes gzipped, without transcripts).
-RUN_FILES, EVAL_FILES = ("config.json", "metrics.jsonl", "curve.jsonl"), (CONFIG,)
+RUN_FILES = ("config.json", "metrics.jsonl", "curve.jsonl")  # what an archive keeps of a run folder
 
 
 def archive(out_dir: str | Path, dest: str | Path) -> list[int]:
     """Copy a comparison's finished seeds (every arm trained and evaluated) and its evaluated warm-up into
     ``dest``, light enough to commit: the training logs and configs, and the episodes without their
-    transcripts, gzipped (about 0.3 KB an episode). ``compare(..., archive=dest)`` on a fresh machine
+    transcripts, gzipped (about 0.3 KB an episode). ``compare(..., archive_dir=dest)`` on a fresh machine
     restores them and plays only what is missing. Returns the seeds archived."""
     out, dest = Path(out_dir), Path(dest)
     settings = json.loads((out / COMPARISON).read_text())["settings"]
