@@ -46,7 +46,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -194,23 +194,81 @@ def eval_task(split: str, cfg: Config) -> QATask:
     return make_generated_task("test", seed=cfg.task_seed + (split == "validation"), hops=cfg.hops)
 
 
-def in_parallel(jobs: int, calls: list[tuple[Any, ...]]) -> list[Any]:
-    """``[f(*args) for f, *args in calls]``, ``jobs`` processes at a time (each call is independent:
-    its own folder, its own resume), or in this process for one job.
-
-    Each process gets its share of this process's torch threads: two evaluations of two threads each
-    on 2 cores played 2.6x slower than with one thread each (OpenMP threads spinning for a core)."""
-    if jobs == 1:
-        return [f(*args) for f, *args in calls]
+def _pool(jobs: int) -> Any:
+    """``jobs`` processes, each with its share of this process's torch threads: two evaluations of two
+    threads each on 2 cores played 2.6x slower than with one thread each (OpenMP threads spinning for a core)."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
     import torch
 
     share = max(1, torch.get_num_threads() // jobs)
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=torch.set_num_threads,
-                             initargs=(share,)) as pool:
+    return ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=torch.set_num_threads,
+                               initargs=(share,))
+
+
+def in_parallel(jobs: int, calls: list[tuple[Any, ...]]) -> list[Any]:
+    """``[f(*args) for f, *args in calls]``, ``jobs`` processes at a time (each call is independent:
+    its own folder, its own resume), or in this process for one job."""
+    if jobs == 1:
+        return [f(*args) for f, *args in calls]
+    with _pool(jobs) as pool:
         return [future.result() for future in [pool.submit(*call) for call in calls]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One training run or evaluation folder of a comparison. ``call`` builds its ``(f, *args)`` when it
+    starts (an evaluation needs the checkpoint its training leaves), once the tasks named in ``needs`` are done."""
+    name: str
+    call: Callable[[], tuple[Any, ...]]
+    needs: tuple[str, ...] = ()
+
+
+def run_tasks(jobs: int, tasks: Sequence[Task], done: Callable[[str], Any] | None = None) -> None:
+    """Run every task, ``jobs`` processes at a time (in this process for one job); whenever a process is
+    free it takes the first task in list order whose ``needs`` are done, and ``done(name)`` follows each
+    task's end. Listed seed by seed, a seed's evaluations go before the next seed's training, so each
+    seed is finished (and archived by ``done``) as early as the cores allow, with no process idle while
+    a group's slowest run ends. A task that fails stops the comparison once the running ones have ended."""
+    waiting, running, finished = list(tasks), {}, set()
+    names = {t.name for t in tasks}
+    if unknown := sorted({n for t in tasks for n in t.needs} - names):
+        raise BenchmarkError(f"tasks need {unknown}, which are not tasks")
+
+    def start() -> tuple[Any, ...] | None:
+        task = next((t for t in waiting if finished.issuperset(t.needs)), None)
+        if task is None:
+            return None
+        waiting.remove(task)
+        return task.name, *task.call()
+
+    def end(name: str) -> None:
+        finished.add(name)
+        if done:
+            done(name)
+
+    if jobs == 1:
+        while next_call := start():
+            name, f, *args = next_call
+            f(*args)
+            end(name)
+    else:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        with _pool(jobs) as pool:
+            while True:
+                while len(running) < jobs and (next_call := start()):
+                    name, f, *args = next_call
+                    running[pool.submit(f, *args)] = name
+                if not running:
+                    break
+                ended, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in ended:
+                    future.result()
+                    end(running.pop(future))
+    if waiting:
+        raise BenchmarkError(f"tasks {[t.name for t in waiting]} need each other")
 
 
 def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEEDS, episodes: int = EPISODES,
@@ -226,9 +284,11 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     ``arms``: the arms to train (default all of ``ARMS``; the warm-up is evaluated in their views only).
     ``jobs``: runs (and evaluation folders) at once, each in a process of its own: a run with one torch
     thread unless ``learner`` sets ``threads``, an evaluation with its share of this process's threads.
-    Seeds go ``jobs`` at a time, each group trained and then evaluated before the next starts, so that an
-    interrupted comparison holds finished seeds (a report over them: ``report`` of a copy whose
-    ``comparison.json`` lists those seeds) rather than trained runs nobody has evaluated.
+    Seed by seed: whenever a process is free it takes the first seed's next run or, once a run is done,
+    its evaluation folders, before the next seed's runs (``run_tasks``), so that an interrupted
+    comparison holds finished seeds (a report over them: ``report`` of a copy whose ``comparison.json``
+    lists those seeds) rather than trained runs nobody has evaluated, and no process waits for a group's
+    slowest run.
     ``archive_dir``: restore the finished seeds kept there (``restore``) before anything runs, and keep each
     group there once evaluated (``archive``), so that a comparison longer than a machine's life goes on
     from a committed folder.
@@ -290,28 +350,30 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     common = dict(dataset=task, episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
                   max_context_tokens=max_context, plots=False, verbose=verbose and jobs == 1)
 
-    def evaluations(policies: Sequence[tuple[str, str, Path]]) -> list[tuple[Any, ...]]:
-        """A folder per kind, view and policy ((label, view, checkpoint)s): each resumable."""
-        calls = []
-        for label, context, path in policies:
-            calls += [
-                (partial(evaluate, out_dir=out / "eval" / context / label, contexts=[context], objectives=objectives,
-                         **common), {label: greedy.format(path)}),
-                (partial(evaluate, out_dir=out / "sampled" / context / label, contexts=[context],
-                         objectives=[base.objectives], **common),
-                 {f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED) for j in range(1, samples + 1)})]
-        return calls
+    def evaluation(kind: str, label: str, context: str, path: Path | None = None) -> tuple[Any, ...]:
+        """One resumable folder: ``eval`` greedy at every horizon, ``sampled`` at the training horizon; a
+        trained arm plays the checkpoint its run left (``path`` None)."""
+        path = path or load_checkpoint(Path(configs[label].run_dir))
+        if kind == "eval":
+            return (partial(evaluate, out_dir=out / kind / context / label, contexts=[context],
+                            objectives=objectives, **common), {label: greedy.format(path)})
+        return (partial(evaluate, out_dir=out / kind / context / label, contexts=[context],
+                        objectives=[base.objectives], **common),
+                {f"{label}~{j}": sampled.format(path, j * SAMPLING_SEED) for j in range(1, samples + 1)})
 
-    starts = evaluations([(WARMUP, context, warmup) for context in dict.fromkeys(ARMS[a]["context"] for a in arms)
-                          if not evaluated(out, info["settings"], WARMUP, context)])
-    for group in range(0, len(seeds), jobs):
-        labels = [label for label, cfg in configs.items() if cfg.seed in seeds[group:group + jobs]
+    starts = [Task(f"{kind}/{context}/{WARMUP}", partial(evaluation, kind, WARMUP, context, warmup))
+              for context in dict.fromkeys(ARMS[a]["context"] for a in arms)
+              if not evaluated(out, info["settings"], WARMUP, context) for kind in ("eval", "sampled")]
+    tasks: list[Task] = []
+    for seed in seeds:  # a seed's runs, then (the warm-up after the first seed's) its evaluations
+        labels = [label for label, cfg in configs.items() if cfg.seed == seed
                   and not evaluated(out, info["settings"], label, cfg.context)]
-        in_parallel(jobs, [(trained_checkpoint, configs[label]) for label in labels])
-        in_parallel(jobs, (starts if group == 0 else []) + evaluations(
-            [(label, configs[label].context, load_checkpoint(Path(configs[label].run_dir))) for label in labels]))
-        if archive_dir:
-            archive(out, archive_dir)
+        tasks += [Task(label, lambda cfg=configs[label]: (trained_checkpoint, cfg)) for label in labels]
+        tasks += starts if seed == seeds[0] else []
+        tasks += [Task(f"{kind}/{configs[label].context}/{label}",
+                       partial(evaluation, kind, label, configs[label].context), needs=(label,))
+                  for label in labels for kind in ("eval", "sampled")]
+    run_tasks(jobs, tasks, done=archive_dir and (lambda name: archive(out, archive_dir)))
 
     info["wall_s"] += time.perf_counter() - start
     (out / COMPARISON).write_text(json.dumps(info, indent=1))

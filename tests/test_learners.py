@@ -3,6 +3,7 @@
 import dataclasses
 import gzip
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -121,41 +122,74 @@ def test_bad_settings_fail_before_any_work(tmp_path, kwargs, message):
     assert not (tmp_path / "x").exists()
 
 
-def test_seeds_are_trained_then_evaluated_a_group_at_a_time_with_the_chosen_arms(tmp_path, monkeypatch):
-    """An interrupted comparison holds whole seeds: each group of ``jobs`` seeds is trained, then its
-    policies (and, first, the warm-up in the chosen arms' views only) are evaluated, before the next."""
-    batches = []
-    monkeypatch.setattr(learners, "in_parallel", lambda jobs, calls: batches.append(calls) or [])
+def test_each_seed_is_trained_then_evaluated_before_the_next_with_the_chosen_arms(tmp_path, monkeypatch):
+    """An interrupted comparison holds whole seeds: the tasks go seed by seed, each seed's runs and then
+    (and, after the first seed's runs, the warm-up's in the chosen arms' views only) its evaluations,
+    each evaluation after its own run."""
+    scheduled = []
+    monkeypatch.setattr(learners, "run_tasks", lambda jobs, tasks, done=None: scheduled.extend(tasks))
     monkeypatch.setattr(learners, "report", lambda out: {"markdown": ""})
-    compare(tmp_path, seeds=[3, 1, 4], arms=["control", "mempo", "grpo"], jobs=2, verbose=False)
+    compare(tmp_path, seeds=[3, 1], arms=["control", "mempo", "grpo"], jobs=2, verbose=False)
 
-    def trained(calls):
-        return [Path(cfg.run_dir).name for f, cfg in calls]
+    def folders(s):
+        return [f"{kind}/memory/{arm}-s{s}" for arm in ("mempo", "grpo", "control") for kind in ("eval", "sampled")]
 
-    def evaluated(calls):
-        return [str(Path(f.keywords["out_dir"]).relative_to(tmp_path)) for f, _ in calls]
-
-    assert trained(batches[0]) == ["mempo-s3", "grpo-s3", "control-s3", "mempo-s1", "grpo-s1", "control-s1"]
-    assert evaluated(batches[1])[:2] == ["eval/memory/warm-up", "sampled/memory/warm-up"]  # no full view
-    assert sorted(evaluated(batches[1])[2:]) == sorted(f"{kind}/memory/{arm}-s{s}" for kind in ("eval", "sampled")
-                                                       for arm in ("mempo", "grpo", "control") for s in (3, 1))
-    assert trained(batches[2]) == ["mempo-s4", "grpo-s4", "control-s4"] and len(batches[3]) == 6
+    assert [t.name for t in scheduled] == ["mempo-s3", "grpo-s3", "control-s3", "eval/memory/warm-up",
+                                           "sampled/memory/warm-up", *folders(3),  # no full view
+                                           "mempo-s1", "grpo-s1", "control-s1", *folders(1)]
+    assert all(t.needs == (t.name.split("/")[-1],) for t in scheduled if t.name.count("-s") and "/" in t.name)
+    f, cfg = scheduled[0].call()
+    assert f is learners.trained_checkpoint and Path(cfg.run_dir).name == "mempo-s3" and cfg.algo == "mempo"
     settings = json.loads((tmp_path / "comparison.json").read_text())["settings"]
     assert settings["arms"] == ["mempo", "grpo", "control"]  # in ARMS' order, for the report
+
+
+def _log(events: list, name: str, value: float):
+    return lambda: events.append(("start", name)) or (math.sqrt, value)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_tasks_run_once_each_after_what_they_need_first_ready_first(jobs):
+    events = []
+    tasks = [learners.Task("a", _log(events, "a", 1.0)), learners.Task("a-eval", _log(events, "a-eval", 4.0), ("a",)),
+             learners.Task("b", _log(events, "b", 9.0)), learners.Task("b-eval", _log(events, "b-eval", 16.0), ("b",))]
+    learners.run_tasks(jobs, tasks, done=lambda name: events.append(("end", name)))
+    starts = [name for what, name in events if what == "start"]
+    assert sorted(starts) == ["a", "a-eval", "b", "b-eval"] and len(events) == 8
+    for task in tasks:
+        assert all(events.index(("end", need)) < events.index(("start", task.name)) for need in task.needs)
+    if jobs == 1:  # one process: the first ready task in list order
+        assert starts == ["a", "a-eval", "b", "b-eval"]
+    else:  # two: b starts beside a instead of waiting behind a's evaluation
+        assert starts[:2] == ["a", "b"]
+
+
+def test_a_failed_task_stops_what_needs_it_and_bad_needs_are_refused():
+    ran = []
+    tasks = [learners.Task("a", lambda: (math.sqrt, "not a number")),
+             learners.Task("a-eval", lambda: ran.append("a-eval") or (math.sqrt, 1.0), ("a",))]
+    with pytest.raises(TypeError):
+        learners.run_tasks(1, tasks)
+    assert ran == []
+    with pytest.raises(BenchmarkError, match="not tasks"):
+        learners.run_tasks(1, [learners.Task("a", lambda: (math.sqrt, 1.0), ("missing",))])
+    with pytest.raises(BenchmarkError, match="need each other"):
+        learners.run_tasks(1, [learners.Task("a", lambda: (math.sqrt, 1.0), ("b",)),
+                               learners.Task("b", lambda: (math.sqrt, 1.0), ("a",))])
 
 
 def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(tmp_path, monkeypatch):
     """A comparison outlives its machine: ``archive`` keeps each seed whose arms are all trained and
     evaluated (logs, and episodes without transcripts); a fresh folder restored from it trains and plays
     only what is missing."""
-    batches = []
-    monkeypatch.setattr(learners, "in_parallel", lambda jobs, calls: batches.append(calls) or [])
+    scheduled = []
+    monkeypatch.setattr(learners, "run_tasks", lambda jobs, tasks, done=None: scheduled.append(tasks))
     monkeypatch.setattr(learners, "report", lambda out: {"markdown": ""})
     out, kept, fresh = tmp_path / "out", tmp_path / "kept", tmp_path / "fresh"
     settings = dict(seeds=[0, 1], episodes=2, samples=1, objectives=[2, 3], arms=["mempo", "control"],
                     learner={"objectives": 2}, verbose=False)
     compare(out, **settings)
-    configs = {Path(cfg.run_dir).name: cfg for batch in batches[0::2] for _, cfg in batch}
+    configs = {t.name: t.call()[1] for t in scheduled[0] if not t.needs and "/" not in t.name}
     assert list(configs) == ["mempo-s0", "control-s0", "mempo-s1", "control-s1"]
 
     def played(folder: Path, agents: list[str], horizons: list[int]) -> None:
@@ -181,10 +215,11 @@ def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(
     episodes = gzip.decompress((kept / "eval/memory/mempo-s0/episodes.jsonl.gz").read_bytes()).decode()
     assert len(episodes.splitlines()) == 4 and "trajectory" not in episodes and '"f1": 1.0' in episodes
 
-    batches.clear()
-    compare(fresh, archive_dir=kept, **settings)
-    assert [[Path(cfg.run_dir).name for _, cfg in batch] for batch in batches[0::2]] == [[], ["mempo-s1", "control-s1"]]
-    assert batches[1] == []  # the warm-up and seed 0 were played before
+    scheduled.clear()
+    compare(fresh, archive_dir=kept, **settings)  # the warm-up and seed 0 were played before
+    assert [t.name for t in scheduled[0]] == ["mempo-s1", "control-s1", "eval/memory/mempo-s1",
+                                              "sampled/memory/mempo-s1", "eval/memory/control-s1",
+                                              "sampled/memory/control-s1"]
     assert (fresh / "sampled/memory/warm-up/episodes.jsonl").read_text().count("warm-up~1") == 2
     assert (fresh / "runs/control-s0/metrics.jsonl").read_text() == '{"step": 1}\n'
 
