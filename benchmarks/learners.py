@@ -54,7 +54,7 @@ from typing import Any
 from algorithms.compute import cpu_name
 from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
-from benchmarks.report import CONFIG, BenchmarkError, Comparison, load_run, write_comparison
+from benchmarks.report import CONFIG, BenchmarkError, Comparison, load_run, read_episodes, write_comparison
 from benchmarks.report import EPISODES as EPISODE_LOG
 from benchmarks.run import _int_list, evaluate, load_done
 from benchmarks.summary import METRICS, jsonable, mean_ci, summarize, units_to_resolve
@@ -123,12 +123,18 @@ def trained_checkpoint(cfg: Config) -> Path:
     return ckpt
 
 
+def played(path: Path) -> list[dict[str, Any]]:
+    """The complete episodes of a log, read without writing to it: ``archive`` runs while other processes
+    are still writing their folders, and ``load_done`` would cut a torn last line off under its writer."""
+    return read_episodes(path) if path.exists() else []
+
+
 def evaluated(out: Path, settings: Mapping[str, Any], label: str, context: str) -> bool:
     """Whether every episode the comparison plays with a policy is in its two folders (greedy at every
     horizon, ``samples`` sampled ones at the training horizon): such a policy is not trained or played again,
     even without its checkpoint (a seed restored from an archive)."""
     def has(folder: Path, agents: Sequence[str], horizons: Sequence[int]) -> bool:
-        done = {(r["agent"], r["objectives"], r["episode"]) for r in load_done(folder / EPISODE_LOG)}
+        done = {(r["agent"], r["objectives"], r["episode"]) for r in played(folder / EPISODE_LOG)}
         return all((a, k, e) in done for a in agents for k in horizons for e in range(settings["episodes"]))
 
     return (has(out / "eval" / context / label, [label], settings["objectives"])
@@ -164,7 +170,7 @@ def archive(out_dir: str | Path, dest: str | Path) -> list[int]:
                 (dest / folder).mkdir(parents=True, exist_ok=True)
                 (dest / folder / CONFIG).write_bytes((out / folder / CONFIG).read_bytes())
                 lines = "".join(json.dumps({k: v for k, v in r.items() if k != "trajectory"}) + "\n"
-                                for r in load_done(out / folder / EPISODE_LOG))
+                                for r in played(out / folder / EPISODE_LOG))
                 (dest / folder / (EPISODE_LOG + ".gz")).write_bytes(gzip.compress(lines.encode(), mtime=0))
     (dest / COMPARISON).write_bytes((out / COMPARISON).read_bytes())
     return seeds

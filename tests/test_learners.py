@@ -209,7 +209,11 @@ def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(
             (run / "metrics.jsonl").write_text('{"step": 1}\n')
             (run / "curve.jsonl").write_text("")
             (run / "checkpoint").mkdir()  # not archived
+    being_written = out / "eval/memory/control-s1/episodes.jsonl"  # another process is writing it
+    being_written.parent.mkdir(parents=True)
+    being_written.write_text('{"agent": "control-s1", "objectives": 2, "episode": 0}\n{"agent": "cont')
     assert learners.archive(out, kept) == [0]
+    assert being_written.read_text().endswith('{"agent": "cont')  # read, never cut under its writer
     assert sorted(p.name for p in (kept / "runs").iterdir()) == ["control-s0", "mempo-s0"]
     assert not (kept / "runs/mempo-s0/checkpoint").exists() and not (kept / "eval/memory/mempo-s1").exists()
     episodes = gzip.decompress((kept / "eval/memory/mempo-s0/episodes.jsonl.gz").read_bytes()).decode()
