@@ -146,6 +146,15 @@ class OpenEnvPath:
 
 
 PATHS: dict[str, type] = {"plain": PlainPath, "async": AsyncVectorPath, "openenv": OpenEnvPath}
+NEEDS = {"openenv": ("openenv", ("openenv", "fastapi"))}  # path -> (its extra, the modules it imports)
+
+
+def missing_extra(path_name: str) -> str | None:
+    """The extra a path needs and this environment lacks (None: it can run)."""
+    import importlib.util
+
+    extra, modules = NEEDS.get(path_name, (None, ()))
+    return extra if any(importlib.util.find_spec(m) is None for m in modules) else None
 
 
 @dataclass
@@ -217,11 +226,20 @@ def run(path_name: str, context: str, n_actions: int, *, num_envs: int = 2, seed
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python -m benchmarks.soak")
     parser.add_argument("--actions", type=int, default=100_000, help="hostile actions per path and view")
-    parser.add_argument("--paths", nargs="+", choices=list(PATHS), default=list(PATHS))
+    parser.add_argument("--paths", nargs="+", choices=list(PATHS), default=None,
+                        help="default: every path whose extra is installed")
     parser.add_argument("--contexts", nargs="+", choices=["memory", "full"], default=["memory", "full"])
     parser.add_argument("--num-envs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.paths is None:
+        args.paths = [p for p in PATHS if not missing_extra(p)]
+        for p in PATHS:
+            if extra := missing_extra(p):
+                print(f"the {p} path is left out: it needs the {extra} extra (pip install -e '.[{extra}]')")
+    elif missing := {p: e for p in args.paths if (e := missing_extra(p))}:
+        parser.error("; ".join(f"the {p} path needs the {e} extra (pip install -e '.[{e}]')"
+                               for p, e in missing.items()))
     failed = False
     print("| path | view | actions | episodes | surrogates replaced | observation overflows | largest observation "
           "(bytes) | seconds | failures |\n|---|---|---|---|---|---|---|---|---|")

@@ -48,3 +48,21 @@ def test_the_soak_reports_a_path_that_breaks_its_promises() -> None:
     path.close()
     assert any("outside ChatMessages" in f for f in report.failures)
     assert any("ended without its final info" in f for f in report.failures)
+
+
+def test_a_path_whose_extra_is_missing_is_left_out_by_default_and_refused_by_name(monkeypatch, capsys) -> None:
+    import importlib.util
+
+    from benchmarks import soak as module
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "fastapi" else real(name, *a))
+    ran = []
+    monkeypatch.setattr(module, "run", lambda path, context, n, **kw: ran.append(path) or module.Report())
+    with pytest.raises(SystemExit) as ok:
+        module.main(["--actions", "1", "--contexts", "memory"])
+    assert ok.value.code == 0 and ran == ["plain", "async"]
+    assert "the openenv path is left out: it needs the openenv extra" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        module.main(["--paths", "plain", "openenv"])
+    assert refused.value.code == 2 and "the openenv path needs the openenv extra" in capsys.readouterr().err
