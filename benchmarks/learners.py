@@ -151,6 +151,7 @@ def archive(out_dir: str | Path, dest: str | Path) -> list[int]:
     transcripts, gzipped (about 0.3 KB an episode). ``compare(..., archive_dir=dest)`` on a fresh machine
     restores them and plays only what is missing. Returns the seeds archived."""
     out, dest = Path(out_dir), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)  # called after every task, before any seed may be finished
     settings = json.loads((out / COMPARISON).read_text())["settings"]
     arms = settings.get("arms", list(ARMS))
     views = {WARMUP: list(dict.fromkeys(ARMS[a]["context"] for a in arms))}

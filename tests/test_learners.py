@@ -191,6 +191,7 @@ def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(
     compare(out, **settings)
     configs = {t.name: t.call()[1] for t in scheduled[0] if not t.needs and "/" not in t.name}
     assert list(configs) == ["mempo-s0", "control-s0", "mempo-s1", "control-s1"]
+    assert learners.archive(out, tmp_path / "new/archive") == []  # after a task, before any seed is finished
 
     def played(folder: Path, agents: list[str], horizons: list[int]) -> None:
         folder.mkdir(parents=True)
