@@ -24,18 +24,19 @@ def lines(path: Path) -> int:
     return len(path.read_text().splitlines())
 
 
-def smoke(out: Path, warmup: Path, **learner) -> dict:
+def smoke(out: Path, warmup: Path, archive_dir: Path | None = None, **learner) -> dict:
     return compare(out, seeds=[0], episodes=2, samples=2, objectives=[1, 2], warmup=warmup, long_from=2,
-                   learner={**TINY, **learner}, verbose=False)
+                   learner={**TINY, **learner}, archive_dir=archive_dir, verbose=False)
 
 
 @pytest.mark.slow
 def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, monkeypatch):
     out = tmp_path / "learners"
     monkeypatch.setattr(learners, "EVAL_MAX_NEW_TOKENS", 16)  # an untrained policy writes until the budget
-    result = smoke(out, policy_dir)
+    result = smoke(out, policy_dir, archive_dir=tmp_path / "archive")
 
     runs = sorted((out / "runs").iterdir())
+    assert sorted(p.name for p in (tmp_path / "archive/runs").iterdir()) == [r.name for r in runs]  # seed 0 kept
     assert [r.name for r in runs] == ["control-s0", "grpo-full-s0", "grpo-s0", "mempo-s0"]
     for run in runs:
         assert load_checkpoint(run) == run / "checkpoint" and lines(run / "metrics.jsonl") == 1
