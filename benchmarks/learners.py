@@ -297,7 +297,7 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     lists those seeds) rather than trained runs nobody has evaluated, and no process waits for a group's
     slowest run.
     ``archive_dir``: restore the finished seeds kept there (``restore``) before anything runs, and keep each
-    group there once evaluated (``archive``), so that a comparison longer than a machine's life goes on
+    seed there once evaluated (``archive``, after every task), so that a comparison longer than a machine's life goes on
     from a committed folder.
     """
     start = time.perf_counter()
