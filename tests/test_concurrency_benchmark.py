@@ -22,6 +22,7 @@ def index(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_every_episode_of_every_session_is_played(index, tmp_path: Path) -> None:
+    pytest.importorskip("openenv")  # the server path's extra
     folder, queries = index
     concurrency.main(["--index", str(folder), "--queries", str(queries), "--sessions", "2,3", "--episodes", "1",
                       "--out", str(tmp_path)])

@@ -188,12 +188,13 @@ def benchmarks_soak(args: list[str], cwd: Path) -> str:
     return "ran with --actions 20"
 
 
-def parse_only(module: str, why: str, call: Callable[[Any, list[str]], Any], tyro_cli: bool = False
-               ) -> Callable[[list[str], Path], str]:
-    """A rule that parses a program's arguments with its own parser and says why it is not run."""
+def parse_only(module: str, why: str, call: Callable[[Any, list[str]], Any], tyro_cli: bool = False,
+               extra: str | None = None) -> Callable[[list[str], Path], str]:
+    """A rule that parses a program's arguments with its own parser and says why it is not run; skipped
+    where the program's ``extra`` (a module it imports) is not installed."""
     def check(args: list[str], cwd: Path) -> str:
-        if tyro_cli:
-            pytest.importorskip("tyro")
+        for needed in ("tyro",) * tyro_cli + ((extra,) if extra else ()):
+            pytest.importorskip(needed)
         own_parser(lambda: call(importlib.import_module(module), args), tyro_cli=tyro_cli)
         return f"parsed ({why})"
 
@@ -258,7 +259,8 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
                                          "tests/test_concurrency_benchmark.py runs it at tiny settings",
                                          lambda m, a: m.main(a)),
     "mempo_env.openenv_server": parse_only("mempo_env.openenv_server", "a server that runs until stopped; "
-                                           "tests/test_openenv_server.py serves through it", lambda m, a: m.main(a)),
+                                           "tests/test_openenv_server.py serves through it", lambda m, a: m.main(a),
+                                           extra="openenv"),
     "algorithms.mempo": parse_only("algorithms.mempo", TRAINING, lambda m, a: m.main("mempo", a), tyro_cli=True),
     "algorithms.grpo": parse_only("algorithms.mempo", TRAINING, lambda m, a: m.main("grpo", a), tyro_cli=True),
     "algorithms.sft": algorithms_sft,
