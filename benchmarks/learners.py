@@ -297,8 +297,8 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     lists those seeds) rather than trained runs nobody has evaluated, and no process waits for a group's
     slowest run.
     ``archive_dir``: restore the finished seeds kept there (``restore``) before anything runs, and keep each
-    seed there once evaluated (``archive``, after every task), so that a comparison longer than a machine's life goes on
-    from a committed folder.
+    seed there once evaluated (``archive``, as the seed's last task ends), so that a comparison longer than
+    a machine's life goes on from a committed folder.
     """
     start = time.perf_counter()
     out = Path(out_dir)
@@ -372,15 +372,26 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
               for context in dict.fromkeys(ARMS[a]["context"] for a in arms)
               if not evaluated(out, info["settings"], WARMUP, context) for kind in ("eval", "sampled")]
     tasks: list[Task] = []
+    left: list[set[str]] = []  # each seed's unfinished tasks: archived when none is left
     for seed in seeds:  # a seed's runs, then (the warm-up after the first seed's) its evaluations
         labels = [label for label, cfg in configs.items() if cfg.seed == seed
                   and not evaluated(out, info["settings"], label, cfg.context)]
-        tasks += [Task(label, lambda cfg=configs[label]: (trained_checkpoint, cfg)) for label in labels]
-        tasks += starts if seed == seeds[0] else []
-        tasks += [Task(f"{kind}/{configs[label].context}/{label}",
-                       partial(evaluation, kind, label, configs[label].context), needs=(label,))
-                  for label in labels for kind in ("eval", "sampled")]
-    run_tasks(jobs, tasks, done=archive_dir and (lambda name: archive(out, archive_dir)))
+        mine = [Task(label, lambda cfg=configs[label]: (trained_checkpoint, cfg)) for label in labels]
+        mine += starts if seed == seeds[0] else []
+        mine += [Task(f"{kind}/{configs[label].context}/{label}",
+                      partial(evaluation, kind, label, configs[label].context), needs=(label,))
+                 for label in labels for kind in ("eval", "sampled")]
+        tasks += mine
+        left.append({t.name for t in mine})
+
+    def seed_done(name: str) -> None:
+        for names in left:
+            if name in names:
+                names.discard(name)
+                if not names and archive_dir:
+                    archive(out, archive_dir)
+
+    run_tasks(jobs, tasks, done=seed_done)
 
     info["wall_s"] += time.perf_counter() - start
     (out / COMPARISON).write_text(json.dumps(info, indent=1))

@@ -232,14 +232,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-envs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    lacking = {p: e for p in args.paths or PATHS if (e := missing_extra(p))}
     if args.paths is None:
-        args.paths = [p for p in PATHS if not missing_extra(p)]
-        for p in PATHS:
-            if extra := missing_extra(p):
-                print(f"the {p} path is left out: it needs the {extra} extra (pip install -e '.[{extra}]')")
-    elif missing := {p: e for p in args.paths if (e := missing_extra(p))}:
+        args.paths = [p for p in PATHS if p not in lacking]
+        for p, e in lacking.items():
+            print(f"the {p} path is left out: it needs the {e} extra (pip install -e '.[{e}]')")
+    elif lacking:
         parser.error("; ".join(f"the {p} path needs the {e} extra (pip install -e '.[{e}]')"
-                               for p, e in missing.items()))
+                               for p, e in lacking.items()))
     failed = False
     print("| path | view | actions | episodes | surrogates replaced | observation overflows | largest observation "
           "(bytes) | seconds | failures |\n|---|---|---|---|---|---|---|---|---|")
