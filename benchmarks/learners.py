@@ -623,13 +623,20 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
     return {"learning": rows, "mempo_grpo": mempo_grpo}
 
 
+def half_width(half: float, scale: float, digits: int) -> str:
+    """An interval's half-width, or "–" where one value (one seed, one question) leaves it undefined."""
+    return "–" if math.isnan(half) else f"{half * scale:.{digits}f}"
+
+
 def signed(value: Cell, scale: float, digits: int) -> str:
-    return "–" if value is None else f"{value[0] * scale:+.{digits}f} ± {value[1] * scale:.{digits}f}"
+    return "–" if value is None else f"{value[0] * scale:+.{digits}f} ± {half_width(value[1], scale, digits)}"
 
 
 def verdict(value: Cell) -> str:
     if value is None:
         return "not measured"
+    if math.isnan(value[1]):
+        return "no interval from one value"
     return ("inside its interval" if not abs(value[0]) > value[1]
             else f"{'positive' if value[0] > 0 else 'negative'} beyond its interval")
 
@@ -653,7 +660,7 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
         by_seed = ", ".join(f"{v:+.2f}" for v in row.get("reward - control by seed", {}).values() if v is not None)
         reward = row.get("reward")
         lines.append(" | ".join([
-            f"| {row['arm']}", "–" if reward is None else f"{reward[0]:.2f} ± {reward[1]:.2f}",
+            f"| {row['arm']}", "–" if reward is None else f"{reward[0]:.2f} ± {half_width(reward[1], 1, 2)}",
             signed(row.get("reward - control"), 1, 2), by_seed or "–", *held_out_cells(row, "")]) + " |")
     lines += ["", "### Memory recall: each arm against the control and its start", "",
               "Of the gold evidence an episode found, the share its last `<mem>` keeps "
@@ -717,7 +724,9 @@ def text(value: tuple[float, float], scale: float, digits: int, bounded: bool) -
     or a difference or change as mean ± half-width (it may be negative)."""
     mean, half = value
     if not bounded:
-        return f"{mean * scale:.{digits}f} ± {half * scale:.{digits}f}"
+        return f"{mean * scale:.{digits}f} ± {half_width(half, scale, digits)}"
+    if math.isnan(half):
+        return f"{mean * scale:.{digits}f} [–]"
     low, high = max(mean - half, 0.0), mean + half if scale == 1 else min(mean + half, 1.0)
     return f"{mean * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
 
@@ -750,12 +759,10 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
     verdicts = []
     for a, b in DIFFERENCES:
         if (d := last.get(f"{a} - {b}")) is not None:
-            sign = ("inside its interval" if abs(d[0]) <= d[1]
-                    else f"{'positive' if d[0] > 0 else 'negative'} beyond its interval")
             seeds = ", ".join(f"{100 * v[0]:+.1f} (seed {s})" for s, v in last[f"{a} - {b} by seed"].items()
                               if v is not None)
-            verdicts.append(f"- At {last['objectives']} objectives {a} − {b} is {100 * d[0]:+.1f} ± "
-                            f"{100 * d[1]:.1f} F1 points: {sign}; by training seed {seeds}.")
+            verdicts.append(f"- At {last['objectives']} objectives {a} − {b} is {signed(d, 100, 1)} F1 points: "
+                            f"{verdict(d)}; by training seed {seeds}.")
     if verdicts:
         lines += ["", *verdicts]
     return "\n".join(lines)

@@ -249,6 +249,9 @@ def test_the_report_leaves_out_the_arms_a_comparison_did_not_train():
     text_ = markdown({**tables, **question_tables(greedy, [6], long_from=6)}, settings)
     assert "grpo-full" not in text_ and "warm-up (full)" not in text_ and "full context" not in text_.split("\n")[0]
     assert "| objectives | mempo (memory) | grpo (memory) |" in text_  # table (b) without its full-context columns
+    # one seed: an interval over seeds is undefined and says so, not "± nan"
+    assert "nan" not in text_ and "| mempo | 1.00 ± – | +0.00 ± – |" in text_
+    assert "training reward − control +0.00 ± – (no interval from one value)" in text_
 
 
 def test_parallel_jobs_share_the_threads():
