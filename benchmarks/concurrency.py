@@ -35,7 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.extras import runnable
+
 SESSIONS = (16, 64, 256)
+PATHS = ("async", "openenv")
 STEPS_PER_EPISODE = 3  # search, search, answer
 
 
@@ -166,14 +169,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", required=True, help="a JSON list of queries that match its corpus")
     parser.add_argument("--sessions", default=",".join(map(str, SESSIONS)), help="concurrent sessions, comma-separated")
     parser.add_argument("--episodes", type=int, default=3, help="episodes each session plays")
-    parser.add_argument("--paths", default="async,openenv", help="which of async, openenv")
+    parser.add_argument("--paths", default=None,
+                        help="comma-separated, of async, openenv (default: both, openenv if its extra is installed)")
     parser.add_argument("--out", default="runs/concurrency", help="folder for concurrency.json")
     args = parser.parse_args(argv)
+    requested = args.paths.split(",") if args.paths else None
+    if unknown := set(requested or ()) - set(PATHS):
+        parser.error(f"unknown paths {sorted(unknown)}: choose from {', '.join(PATHS)}")
+    paths = runnable(parser, requested, PATHS, {"openenv": "openenv"})
     queries = json.loads(Path(args.queries).read_text())
     env_kwargs = {"retriever": str(Path(args.index).resolve()), "max_turns": 6}
     env_args = [a for key, value in env_kwargs.items() for a in (f"--{key.replace('_', '-')}", str(value))]
     rows = []
-    for path in args.paths.split(","):
+    for path in paths:
         for n in map(int, args.sessions.split(",")):
             measured = [r for r in rows if r["path"] == path and "skipped" not in r]
             if measured and (need := 1.25 * n * measured[-1]["pss_mb_per_session"]) > available_mb():

@@ -28,6 +28,7 @@ import gymnasium as gym
 from gymnasium.wrappers.vector import DictInfoToList
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
+from benchmarks.extras import runnable
 from benchmarks.hostile import hostile_actions
 from mempo_env.spaces import ChatMessages
 
@@ -146,15 +147,7 @@ class OpenEnvPath:
 
 
 PATHS: dict[str, type] = {"plain": PlainPath, "async": AsyncVectorPath, "openenv": OpenEnvPath}
-NEEDS = {"openenv": ("openenv", ("openenv", "fastapi"))}  # path -> (its extra, the modules it imports)
-
-
-def missing_extra(path_name: str) -> str | None:
-    """The extra a path needs and this environment lacks (None: it can run)."""
-    import importlib.util
-
-    extra, modules = NEEDS.get(path_name, (None, ()))
-    return extra if any(importlib.util.find_spec(m) is None for m in modules) else None
+NEEDS = {"openenv": "openenv"}  # path -> the extra it needs
 
 
 @dataclass
@@ -232,14 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-envs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    lacking = {p: e for p in args.paths or PATHS if (e := missing_extra(p))}
-    if args.paths is None:
-        args.paths = [p for p in PATHS if p not in lacking]
-        for p, e in lacking.items():
-            print(f"the {p} path is left out: it needs the {e} extra (pip install -e '.[{e}]')")
-    elif lacking:
-        parser.error("; ".join(f"the {p} path needs the {e} extra (pip install -e '.[{e}]')"
-                               for p, e in lacking.items()))
+    args.paths = runnable(parser, args.paths, list(PATHS), NEEDS)
     failed = False
     print("| path | view | actions | episodes | surrogates replaced | observation overflows | largest observation "
           "(bytes) | seconds | failures |\n|---|---|---|---|---|---|---|---|---|")

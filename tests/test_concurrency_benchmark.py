@@ -52,3 +52,25 @@ def test_a_level_that_would_not_fit_in_memory_is_skipped_with_its_reason(index, 
     first, second = json.loads((tmp_path / "concurrency.json").read_text())["rows"]
     assert first["played"] == 4 and "skipped" not in first
     assert second["sessions"] == 3 and "GB available" in second["skipped"] and "played" not in second
+
+
+def test_the_server_path_is_left_out_without_its_extra_and_refused_by_name(index, tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "fastapi" else real(name, *a))
+    played = []
+    monkeypatch.setattr(concurrency, "run_async", lambda n, *a: played.append(n) or {
+        "sessions": n, "episodes_per_s": 1.0, "lost": 0, "played": n, "pss_mb_per_session": 1.0})
+    folder, queries = index
+    common = ["--index", str(folder), "--queries", str(queries), "--sessions", "2", "--out", str(tmp_path)]
+    concurrency.main(common)
+    assert played == [2] and "the openenv path is left out: it needs the openenv extra" in capsys.readouterr().out
+    assert [r["path"] for r in json.loads((tmp_path / "concurrency.json").read_text())["rows"]] == ["async"]
+    for paths, message in (("async,openenv", "the openenv path needs the openenv extra"),
+                           ("async,sever", "unknown paths ['sever']")):
+        with pytest.raises(SystemExit) as refused:
+            concurrency.main([*common, "--paths", paths])
+        assert refused.value.code == 2 and message in capsys.readouterr().err
+    assert played == [2]  # refused before any work
