@@ -4,6 +4,7 @@ import dataclasses
 import gzip
 import json
 import math
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -228,6 +229,19 @@ def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(
                                               "sampled/memory/control-s1"]
     assert (fresh / "sampled/memory/warm-up/episodes.jsonl").read_text().count("warm-up~1") == 2
     assert (fresh / "runs/control-s0/metrics.jsonl").read_text() == '{"step": 1}\n'
+
+
+def test_git_commits_what_an_archive_keeps_and_ignores_the_work_folder():
+    """An archive is committed as each seed ends. Its runs' logs once fell under the ``runs/`` rule meant
+    for the top-level work folder, and a seed's training logs were lost with its machine."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    kept = [f"benchmarks/results/learners-10obj/{name}" for name in
+            ("comparison.json", "runs/mempo-s0/metrics.jsonl", "eval/memory/mempo-s0/episodes.jsonl.gz")]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *kept, "runs/default/metrics.jsonl"],
+                             cwd=root, capture_output=True, text=True).stdout.split()
+    assert ignored == ["runs/default/metrics.jsonl"]
 
 
 def test_the_report_leaves_out_the_arms_a_comparison_did_not_train():
