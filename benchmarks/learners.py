@@ -495,24 +495,29 @@ def change(a: Cell, b: Cell) -> Cell:
     return None if a is None or b is None else (b[0] - a[0], math.hypot(a[1], b[1]))
 
 
+def over_seeds(values: Mapping[int, float | None]) -> Cell:
+    """Mean and 95% Student-t half-width over training seeds (the runs are the independent unit)."""
+    got = [v for v in values.values() if v is not None]
+    return mean_ci(got) if got else None
+
+
 def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], long_from: int) -> dict[str, list]:
     """Rows of tables (a), (b), (c): ``{"objectives": label, column: Cell}``; a row over several
     horizons averages their cells."""
     ks = sorted(objectives)
     f1 = {(arm, k): cell(records, arm, k) for arm in (*POLICIES, WARMUP_FULL) for k in ks}
     tt = {(arm, k): cell(records, arm, k, "total_tokens") for arm in ARMS for k in ks}
-    diffs = {(a, b, k): paired(records, a, b, k) for a, b in DIFFERENCES for k in ks}
-    # The same differences per training seed (the warm-up, seed None, is every seed's start): the
-    # per-question interval above does not hold the spread between training runs; these show it.
+    # Differences are paired per question on each training seed's policies (the warm-up, seed None, is
+    # every seed's start), and their interval is over the seeds, as in ``learning_tables``.
     seeds = sorted({r["train_seed"] for r in records} - {None})
     by_seed = {(a, b, k, s): paired([r for r in records if r["train_seed"] in (s, None)], a, b, k)
                for a, b in DIFFERENCES for k in ks for s in seeds}
 
     def a_row(name: str, kk: list[int]) -> dict[str, Any]:
+        spread = {f"{a} - {b} by seed": {s: None if (c := average([by_seed[a, b, k, s] for k in kk])) is None
+                                         else c[0] for s in seeds} for a, b in DIFFERENCES}
         return {"objectives": name, **{arm: average([f1[arm, k] for k in kk]) for arm in POLICIES},
-                **{f"{a} - {b}": average([diffs[a, b, k] for k in kk]) for a, b in DIFFERENCES},
-                **{f"{a} - {b} by seed": {s: average([by_seed[a, b, k, s] for k in kk]) for s in seeds}
-                   for a, b in DIFFERENCES}}
+                **{f"{a} - {b}": over_seeds(spread[f"{a} - {b} by seed"]) for a, b in DIFFERENCES}, **spread}
 
     def b_row(name: str, kk: list[int]) -> dict[str, Any]:
         row = {"objectives": name, **{arm: average([tt[arm, k] for k in kk]) for arm in ARMS}}
@@ -536,12 +541,6 @@ def late_mean(lines: list[dict[str, Any]], steps: int, key: str = "reward") -> f
     as their updates do); None for an unfinished run or a log without it."""
     late = [m[key] for m in lines if m["step"] > steps // 2 and m.get(key) is not None]
     return math.fsum(late) / len(late) if late and max(m["step"] for m in lines) >= steps else None
-
-
-def over_seeds(values: Mapping[int, float | None]) -> Cell:
-    """Mean and 95% Student-t half-width over training seeds (the runs are the independent unit)."""
-    got = [v for v in values.values() if v is not None]
-    return mean_ci(got) if got else None
 
 
 def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[str, list]],
@@ -740,12 +739,13 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
     lines = [describe(settings), "",
              f"F1 and token cells: each of the {settings['episodes']} evaluation questions per horizon scored "
              f"by an arm's {len(settings['seeds'])} training seeds averaged (and, sampled, its episodes), then "
-             f"mean [95% Student-t interval over the questions, cut to the metric's range]; differences "
-             f"(paired): mean ± 95% Student-t half-width of the per-question differences; rows over several "
-             f"horizons: the mean of their means; % fewer and changes: ± half-widths combined from the cells "
-             f"(independent). Training reward: each run's mean rollout reward over the second half of its "
-             f"steps, mean ± 95% Student-t half-width over the training seeds; against the control, the "
-             f"per-seed differences (the control of seed s trains on seed s's questions)."]
+             f"mean [95% Student-t interval over the questions, cut to the metric's range]; differences: "
+             f"each training seed's policies paired per question, then mean ± 95% Student-t half-width over "
+             f"the training seeds; rows over several horizons: the mean of their means; % fewer and changes: "
+             f"± half-widths combined from the cells (independent). Training reward: each run's mean rollout "
+             f"reward over the second half of its steps, mean ± 95% Student-t half-width over the training "
+             f"seeds; against the control, the per-seed differences (the control of seed s trains on seed s's "
+             f"questions)."]
     if "learning" in tables:
         lines += learning_markdown(tables, settings)
     for name, (title, columns) in TABLES.items():
@@ -764,7 +764,7 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
     verdicts = []
     for a, b in DIFFERENCES:
         if (d := last.get(f"{a} - {b}")) is not None:
-            seeds = ", ".join(f"{100 * v[0]:+.1f} (seed {s})" for s, v in last[f"{a} - {b} by seed"].items()
+            seeds = ", ".join(f"{100 * v:+.1f} (seed {s})" for s, v in last[f"{a} - {b} by seed"].items()
                               if v is not None)
             verdicts.append(f"- At {last['objectives']} objectives {a} − {b} is {signed(d, 100, 1)} F1 points: "
                             f"{verdict(d)}; by training seed {seeds}.")
