@@ -513,11 +513,17 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
     by_seed = {(a, b, k, s): paired([r for r in records if r["train_seed"] in (s, None)], a, b, k)
                for a, b in DIFFERENCES for k in ks for s in seeds}
 
+    def seed_means(a: str, b: str, kk: list[int]) -> dict[int, float | None]:
+        """Each training seed's ``a - b``, the mean over the horizons ``kk``."""
+        cells = {s: average([by_seed[a, b, k, s] for k in kk]) for s in seeds}
+        return {s: None if c is None else c[0] for s, c in cells.items()}
+
     def a_row(name: str, kk: list[int]) -> dict[str, Any]:
-        spread = {f"{a} - {b} by seed": {s: None if (c := average([by_seed[a, b, k, s] for k in kk])) is None
-                                         else c[0] for s in seeds} for a, b in DIFFERENCES}
-        return {"objectives": name, **{arm: average([f1[arm, k] for k in kk]) for arm in POLICIES},
-                **{f"{a} - {b}": over_seeds(spread[f"{a} - {b} by seed"]) for a, b in DIFFERENCES}, **spread}
+        row = {"objectives": name, **{arm: average([f1[arm, k] for k in kk]) for arm in POLICIES}}
+        for a, b in DIFFERENCES:
+            row[f"{a} - {b} by seed"] = seed_means(a, b, kk)
+            row[f"{a} - {b}"] = over_seeds(row[f"{a} - {b} by seed"])
+        return row
 
     def b_row(name: str, kk: list[int]) -> dict[str, Any]:
         row = {"objectives": name, **{arm: average([tt[arm, k] for k in kk]) for arm in ARMS}}
