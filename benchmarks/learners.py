@@ -495,6 +495,11 @@ def change(a: Cell, b: Cell) -> Cell:
     return None if a is None or b is None else (b[0] - a[0], math.hypot(a[1], b[1]))
 
 
+def one_seed(records: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """The episodes of training seed ``seed``'s policies and of the warm-up (seed None: every seed's start)."""
+    return [r for r in records if r["train_seed"] in (seed, None)]
+
+
 def over_seeds(values: Mapping[int, float | None]) -> Cell:
     """Mean and 95% Student-t half-width over training seeds (the runs are the independent unit)."""
     got = [v for v in values.values() if v is not None]
@@ -507,11 +512,10 @@ def question_tables(records: list[dict[str, Any]], objectives: Sequence[int], lo
     ks = sorted(objectives)
     f1 = {(arm, k): cell(records, arm, k) for arm in (*POLICIES, WARMUP_FULL) for k in ks}
     tt = {(arm, k): cell(records, arm, k, "total_tokens") for arm in ARMS for k in ks}
-    # Differences are paired per question on each training seed's policies (the warm-up, seed None, is
-    # every seed's start), and their interval is over the seeds, as in ``learning_tables``.
+    # Differences are paired per question on each training seed's policies, and their interval is over
+    # the seeds, as in ``learning_tables``.
     seeds = sorted({r["train_seed"] for r in records} - {None})
-    by_seed = {(a, b, k, s): paired([r for r in records if r["train_seed"] in (s, None)], a, b, k)
-               for a, b in DIFFERENCES for k in ks for s in seeds}
+    by_seed = {(a, b, k, s): paired(one_seed(records, s), a, b, k) for a, b in DIFFERENCES for k in ks for s in seeds}
 
     def seed_means(a: str, b: str, kk: list[int]) -> dict[int, float | None]:
         """Each training seed's ``a - b``, the mean over the horizons ``kk``."""
@@ -573,9 +577,6 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
     def seed_diff(a: str, b: str, key: str = "reward") -> dict[int, float | None]:
         x = late[key]
         return {s: None if x[a][s] is None or x[b][s] is None else x[a][s] - x[b][s] for s in seeds}
-
-    def one_seed(rs: list[dict[str, Any]], s: int) -> list[dict[str, Any]]:
-        return [r for r in rs if r["train_seed"] in (s, None)]  # the warm-up is every seed's start
 
     def sampled_diff(rs: list[dict[str, Any]], a: str, b: str, metric: str = "f1") -> Cell:
         return paired(rs, a, b, k, metric)

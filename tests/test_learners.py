@@ -303,7 +303,8 @@ def test_tables_answer_the_three_questions_from_episodes():
     assert list(a) == ["6", "8", "6-8"]
     # paired: the same shift on every episode; one training seed leaves the spread between runs unmeasured
     assert a["6-8"]["mempo - grpo"] == pytest.approx((0.2, math.nan), nan_ok=True)
-    assert a["6"]["grpo - warm-up"][0] == pytest.approx(0.3) and a["8"]["mempo - warm-up"][0] == pytest.approx(0.5)
+    assert a["6"]["grpo - warm-up"] == pytest.approx((0.3, math.nan), nan_ok=True)
+    assert a["8"]["mempo - warm-up"][0] == pytest.approx(0.5)
     assert a["6"]["mempo"][0] == pytest.approx(0.55) and a["6-8"]["grpo-full"][0] == pytest.approx(0.25)
     b = {r["objectives"]: r for r in tables["b"]}
     assert list(b) == ["1", "6", "8", "all"]
