@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from mempo_env.retrieval.base import Hit
+from mempo_env.retrieval.fingerprint import CorpusDigest, legacy_fingerprint
 from mempo_env.retrieval.store import OFFSETS, PASSAGES, PassageStore, StoreError, map_bytes, write_store
 from mempo_env.types import Document
 
@@ -105,6 +106,7 @@ def build_index(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
     started = time.perf_counter()
+    digest = CorpusDigest(k1, b)  # the index's fingerprint (mempo_env.retrieval.fingerprint)
     try:
         if isinstance(corpus, PassageStore):
             for name in (PASSAGES, OFFSETS):
@@ -112,13 +114,16 @@ def build_index(
                     os.link(corpus.folder / name, tmp / name)  # the same bytes, not a copy
                 except OSError:
                     shutil.copy(corpus.folder / name, tmp / name)
+            for doc in corpus:
+                digest.add(doc)
         else:
             say(f"storing passages into {tmp}")
-            write_store(corpus, tmp)
+            write_store(digest.passing(corpus), tmp)
         store = PassageStore(tmp)
         say(f"{len(store):,} passages stored ({time.perf_counter() - started:.0f} s); tokenising")
         meta = _build_postings(store, tmp, k1, b, workers, chunk, say)
-        meta.update(source=source or {}, build_s=round(time.perf_counter() - started, 1))
+        meta.update(source=source or {}, build_s=round(time.perf_counter() - started, 1),
+                    fingerprint=digest.hexdigest())
         (tmp / META).write_text(json.dumps(meta, indent=1))
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
@@ -280,6 +285,9 @@ class BM25Index:
         self.compiled = has_numba() if compiled is None else compiled
         self._local = threading.local()  # one score accumulator per thread
         self._pool: ThreadPoolExecutor | None = None
+        # what it serves (mempo_env.retrieval.fingerprint); one built before fingerprints gets a stand-in
+        self.fingerprint: str = self.meta.get("fingerprint") or legacy_fingerprint(
+            self.folder, META, (*_ARRAYS, "vocab.bin", PASSAGES, OFFSETS))
         # Import the tokenizer and compile (or load from numba's cache) the scorer now, not at the first
         # query: processes forked after an index is opened (gym.make_vec's async workers, which the
         # parent's probe env precedes; the server's workers) share those pages instead of a copy each,
