@@ -30,7 +30,7 @@ from mempo_env.retrieval.index import BM25Index, build_index
 from mempo_env.retrieval.remote import RemoteRetriever
 from mempo_env.retrieval.server import Batcher, make_server, start_server
 from mempo_env.tasks import make_generated_task
-from tests.fake_server import serve, serving, startup_url
+from tests.fake_server import serve, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = make_generated_task("train").corpus
@@ -292,45 +292,30 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers through /proc")
-def test_cli_serves_an_index_from_worker_processes_and_stops_when_one_dies(index_dir: Path,
-                                                                          local: BM25Retriever) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "mempo_env.retrieval.server", "--index", str(index_dir), "--port", "0",
-           "--workers", "2", "--threads", "1"]
-    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) as proc:
-        try:
-            url, output = startup_url(proc)
-            assert "2 worker(s)" in output[-1]
-            with RemoteRetriever(url, attempts=2, backoff=0.0, timeout=(1.0, 5.0)) as client:
-                with ThreadPoolExecutor(8) as pool:
-                    got = list(pool.map(lambda q: client.search([q], 3)[0], QUERIES[:16]))
-                assert ids(got) == ids(local.search(QUERIES[:16], 3))
-                wait_until(lambda: len(children(proc.pid)) == 2)
-                os.kill(children(proc.pid)[0], signal.SIGKILL)
-                assert proc.wait(10) == 1  # a lost worker stops the server, loudly...
-                with pytest.raises(RetrieverError, match="unreachable"):
-                    client.search(QUERIES[:1], 3)  # ...and the client says so, never "no hits"
-            assert "ended (exit code -9); stopping the others" in proc.stderr.read()
-            assert not children(proc.pid)
-        finally:
-            proc.kill()
+def test_cli_serves_an_index_from_worker_processes_and_stops_when_one_dies(index_dir: Path, local: BM25Retriever,
+                                                                          tmp_path: Path) -> None:
+    with start_server(["--index", str(index_dir), "--workers", "2", "--threads", "1"], tmp_path / "log") as server:
+        assert "2 worker(s)" in server.log.read_text()
+        with RemoteRetriever(server.url, attempts=2, backoff=0.0, timeout=(1.0, 5.0)) as client:
+            with ThreadPoolExecutor(8) as pool:
+                got = list(pool.map(lambda q: client.search([q], 3)[0], QUERIES[:16]))
+            assert ids(got) == ids(local.search(QUERIES[:16], 3))
+            wait_until(lambda: len(children(server.proc.pid)) == 2)
+            os.kill(children(server.proc.pid)[0], signal.SIGKILL)
+            assert server.proc.wait(10) == 1  # a lost worker stops the server, loudly...
+            with pytest.raises(RetrieverError, match="unreachable"):
+                client.search(QUERIES[:1], 3)  # ...and the client says so, never "no hits"
+        assert "ended (exit code -9); stopping the others" in server.log.read_text()
+        assert not children(server.proc.pid)
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the workers through /proc")
-def test_a_terminated_cli_server_takes_its_workers_with_it(index_dir: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "mempo_env.retrieval.server", "--index", str(index_dir), "--port", "0",
-           "--workers", "2"]
-    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) as proc:
-        try:
-            startup_url(proc)
-            wait_until(lambda: len(children(proc.pid)) == 2)
-            workers = children(proc.pid)
-            proc.terminate()
-            proc.wait(10)
-            assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
-        finally:
-            proc.kill()
+def test_a_terminated_cli_server_takes_its_workers_with_it(index_dir: Path, tmp_path: Path) -> None:
+    with start_server(["--index", str(index_dir), "--workers", "2"], tmp_path / "log") as server:
+        wait_until(lambda: len(children(server.proc.pid)) == 2)
+        workers = children(server.proc.pid)
+        assert server.stop() == 0
+        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
 
 
 def alive(pid: int) -> bool:
