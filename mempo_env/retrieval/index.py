@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from mempo_env.retrieval.base import Hit
-from mempo_env.retrieval.fingerprint import CorpusDigest, legacy_fingerprint
+from mempo_env.retrieval.fingerprint import store_fingerprint
 from mempo_env.retrieval.store import OFFSETS, PASSAGES, PassageStore, StoreError, map_bytes, write_store
 from mempo_env.types import Document
 
@@ -106,7 +106,6 @@ def build_index(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
     started = time.perf_counter()
-    digest = CorpusDigest(k1, b)  # the index's fingerprint (mempo_env.retrieval.fingerprint)
     try:
         if isinstance(corpus, PassageStore):
             for name in (PASSAGES, OFFSETS):
@@ -114,16 +113,14 @@ def build_index(
                     os.link(corpus.folder / name, tmp / name)  # the same bytes, not a copy
                 except OSError:
                     shutil.copy(corpus.folder / name, tmp / name)
-            for doc in corpus:
-                digest.add(doc)
         else:
             say(f"storing passages into {tmp}")
-            write_store(digest.passing(corpus), tmp)
+            write_store(corpus, tmp)
         store = PassageStore(tmp)
         say(f"{len(store):,} passages stored ({time.perf_counter() - started:.0f} s); tokenising")
         meta = _build_postings(store, tmp, k1, b, workers, chunk, say)
         meta.update(source=source or {}, build_s=round(time.perf_counter() - started, 1),
-                    fingerprint=digest.hexdigest())
+                    fingerprint=store_fingerprint(tmp, k1, b))  # what it serves
         (tmp / META).write_text(json.dumps(meta, indent=1))
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
@@ -285,9 +282,6 @@ class BM25Index:
         self.compiled = has_numba() if compiled is None else compiled
         self._local = threading.local()  # one score accumulator per thread
         self._pool: ThreadPoolExecutor | None = None
-        # what it serves (mempo_env.retrieval.fingerprint); one built before fingerprints gets a stand-in
-        self.fingerprint: str = self.meta.get("fingerprint") or legacy_fingerprint(
-            self.folder, META, (*_ARRAYS, "vocab.bin", PASSAGES, OFFSETS))
         # Import the tokenizer and compile (or load from numba's cache) the scorer now, not at the first
         # query: processes forked after an index is opened (gym.make_vec's async workers, which the
         # parent's probe env precedes; the server's workers) share those pages instead of a copy each,
@@ -296,6 +290,14 @@ class BM25Index:
 
     def __len__(self) -> int:
         return self.meta["num_docs"]
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What it serves (``mempo_env.retrieval.fingerprint``), recorded in its metadata when it was built.
+        An index built before fingerprints were recorded gets the same one, computed from its passages
+        the first time it is asked for: one pass over them (the server's start), never at open."""
+        m = self.meta
+        return m.get("fingerprint") or store_fingerprint(self.folder, m["k1"], m["b"], m["tokenizer"]["bm25s"])
 
     def term_id(self, term: str) -> int:
         """The term's id, or -1: a binary search in the memory-mapped, byte-ordered vocabulary."""

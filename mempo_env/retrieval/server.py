@@ -400,6 +400,9 @@ def main(argv: list[str] | None = None) -> None:
         except BM25IndexError as e:
             raise SystemExit(f"error: {e}") from None
         what = f"{len(index):,} passages of the index {args.index}"
+        if "fingerprint" not in index.meta:
+            log.info("%s was built before fingerprints were recorded: computing its fingerprint from its passages",
+                     args.index)
     else:
         from mempo_env.retrieval.bm25 import BM25Retriever
         from mempo_env.tasks.loaders import load_corpus
