@@ -350,6 +350,37 @@ def test_a_killed_cli_server_takes_its_workers_with_it_and_the_port_can_be_reuse
     assert not any(alive(pid) for pid in children(again.proc.pid))
 
 
+ORPHAN = """
+import ctypes, os, time
+def no_libc(*args, **kwargs):
+    raise OSError("no libc")
+ctypes.CDLL = no_libc  # as on a system without prctl
+from mempo_env.retrieval.server import _die_with
+parent = os.getpid()
+pid = os.fork()
+if pid == 0:
+    _die_with(parent)
+    time.sleep(300)
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker through /proc")
+def test_without_prctl_a_worker_notices_that_its_parent_was_killed() -> None:
+    """The fallback where the kernel cannot be asked: the worker watches who its parent is."""
+    with subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE, text=True, cwd=ROOT) as proc:
+        worker = int(proc.stdout.readline())
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+            wait_until(lambda: not alive(worker), timeout=30)
+        finally:
+            if alive(worker):
+                os.kill(worker, signal.SIGKILL)
+
+
 def test_cli_on_a_busy_port_says_so_in_one_line(index_dir: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
