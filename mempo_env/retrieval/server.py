@@ -24,7 +24,8 @@ holds a handler forever.
 ``X-Index-Fingerprint: F``: ``F`` names what the index serves (``mempo_env.retrieval.fingerprint``),
 so a client of several replicas refuses replicas that serve different indexes. Replies are JSON
 with non-ASCII characters escaped: a passage holding a lone surrogate (a JSON ``"\\udc80"`` escape in
-the corpus) reaches the client as the same string the in-process index returns.
+the corpus) reaches the client as the same string the in-process index returns. ``--verify`` opens
+the index with ``BM25Index(verify=True)``: a damaged one is refused at start, not served.
 
 Forked workers die with the server process, however it dies (``kill -9`` and the OOM killer
 included), so no worker goes on answering on the port, from an index that may since have been
