@@ -268,6 +268,22 @@ def test_a_replica_that_comes_back_serving_another_index_is_refused_at_its_first
                 client.search(["q"], 1)
 
 
+def test_a_server_whose_index_changes_during_a_run_is_refused() -> None:
+    stated = ["one"]
+
+    def app(method: str, path: str, body: dict):
+        hit = {"document": {"id": "d", "title": "d", "text": "x"}, "score": 1.0}
+        return 200, {"result": [[hit] for _ in body["queries"]]}, {HEADER: stated[0]}
+
+    with serve(app) as (url, _), RemoteRetriever(url, attempts=1) as client:
+        client.search(["q"], 1)
+        stated[0] = "two"  # rebuilt and restarted on the same port
+        with pytest.raises(RetrieverError) as failure:
+            client.search(["q"], 1)
+    assert str(failure.value) == (f"retrieval server {url}/retrieve now serves index fingerprint two, not one as "
+                                  "before: its index changed during this run")
+
+
 def test_make_retriever_takes_an_index_folder_and_a_list_of_urls(index_dir: Path, tmp_path: Path) -> None:
     assert isinstance(make_retriever(str(index_dir), []), BM25Index)
     client = make_retriever("http://a:1, http://b:2/retrieve", [])

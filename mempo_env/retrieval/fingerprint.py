@@ -48,9 +48,6 @@ class CorpusDigest:
             self._hash.update(len(data).to_bytes(8, "little"))
             self._hash.update(data)
 
-    def hexdigest(self) -> str:
-        return self._hash.hexdigest()
-
     def add_store(self, folder: Path, fields_at_once: int = 3 << 16) -> None:
         """Every passage of the passage store in ``folder``, in order: the very bytes ``add`` would hash
         (a store holds each field's UTF-8), taken from its files a chunk of fields at a time, not decoded
@@ -69,6 +66,9 @@ class CorpusDigest:
             fed[is_length] = lengths.astype("<u8").view(np.uint8)
             fed[~is_length] = data
             self._hash.update(fed)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
 
 
 def store_fingerprint(folder: Path, k1: float, b: float, bm25s_version: str | None = None) -> str:

@@ -101,7 +101,8 @@ class RemoteRetriever:
     and every answer states it again (the ``X-Index-Fingerprint`` header): a replica whose fingerprint
     differs from the first one recorded is refused with a ``RetrieverError`` naming both URLs and
     both fingerprints, whenever it is first heard from (one that was down at first and comes back
-    included). A server that states no fingerprint (Search-R1's own) cannot be checked and is used as is.
+    included). So is a server whose index changes while the client uses it: one run searches one
+    corpus. A server that states no fingerprint (Search-R1's own) cannot be checked and is used as is.
     """
 
     def __init__(
@@ -174,6 +175,9 @@ class RemoteRetriever:
             self._reference = (url, stated)
         elif stated != self._reference[1]:
             first, expected = self._reference
+            if url == first:  # one server whose index was replaced while this client used it
+                raise RetrieverError(f"retrieval server {url} now serves index fingerprint {stated}, not {expected} "
+                                     "as before: its index changed during this run")
             raise RetrieverError(f"retrieval replicas serve different indexes: {url} serves index fingerprint "
                                  f"{stated}, {first} serves {expected}; point the retriever at replicas of one index")
 
