@@ -130,9 +130,10 @@ def test_the_store_round_trips_every_character(tmp_path) -> None:
             Document("3", "only title", "")]
     assert write_store(enumerate(docs, 1), tmp_path) == 3
     store = PassageStore(tmp_path)
-    assert list(store) == docs and store[-1] == docs[-1] and store[1:] == docs[1:]
-    with pytest.raises(IndexError):
-        store[3]
+    assert list(store) == docs and store[1:] == docs[1:] and store[-2:] == docs[-2:]
+    for outside in (3, -1):  # no wrap-around: a damaged posting of -1 must not read the last passage
+        with pytest.raises(IndexError, match="positions are 0 to 2"):
+            store[outside]
 
 
 @pytest.mark.parametrize("docs, error", [
