@@ -153,7 +153,7 @@ def test_damaged_or_foreign_folders_are_refused(tmp_path) -> None:
     BM25Index(folder, verify=True)
     meta = json.loads((folder / "index.json").read_text())
     (folder / "index.json").write_text(json.dumps({**meta, "format": 1}))
-    with pytest.raises(BM25IndexError, match="index format 1; this version reads format 2: rebuild it"):
+    with pytest.raises(BM25IndexError, match="index format 1; this version reads format 3: rebuild it"):
         BM25Index(folder)
     (folder / "index.json").write_text(json.dumps(meta))
     weights = (folder / "weights.npy").read_bytes()
@@ -190,4 +190,4 @@ def test_the_command_line_names_the_bad_row_and_publishes_nothing(tmp_path, cont
     done = subprocess.run([sys.executable, "-m", "mempo_env.retrieval.index", "--corpus", str(corpus), "--out",
                            str(tmp_path / "index"), "--workers", "1"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode != 0 and re.search(error, done.stderr.strip().splitlines()[-1]), done.stderr[-800:]
-    assert not (tmp_path / "index").exists() and not list(tmp_path.glob(".tmp-*"))
+    assert not (tmp_path / "index").exists() and not list(tmp_path.glob(".index.*"))
