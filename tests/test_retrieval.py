@@ -162,6 +162,20 @@ def test_bm25_corrupt_cache_is_rebuilt(tmp_path: Path, victim: str, damage: str)
     assert BM25Retriever(CORPUS, cache_dir=tmp_path).loaded_from_cache  # the rebuild replaced it
 
 
+def test_bm25_cache_being_built_by_another_process_is_not_waited_for(tmp_path: Path) -> None:
+    """Two processes (an async vector env's workers) starting on one cache: the one that finds the
+    other building it builds its own index in a temporary folder instead of failing."""
+    import fcntl
+
+    key = bm25_module._cache_key(CORPUS, 0.9, 0.4)
+    (tmp_path / "bm25").mkdir()
+    with (tmp_path / "bm25" / f".{key}.index-lock").open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.warns(UserWarning, match="another build into .* is running"):
+            retriever = BM25Retriever(CORPUS, cache_dir=tmp_path)
+    assert ids(retriever.search(["Hamlet"], 1)[0]) == ["d3"]
+
+
 def test_bm25_interrupted_cache_write_publishes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = index_module._build_postings
 
