@@ -117,17 +117,20 @@ def build_index(
 
     The index is written into a fresh sibling folder ``.NAME.index-XXXXXXXX`` (``NAME`` being
     ``out``'s name), marked as the builder's by a ``.mempo-index`` file written first, and ``out``
-    becomes a symbolic link to it, swapped in by one ``rename``. What that guarantees:
+    becomes a symbolic link to it, swapped in by one ``rename`` (a folder cannot be renamed over a
+    non-empty one, so replacing a plain folder takes two steps with no index between them; a link
+    is replaced in one). What that guarantees:
 
     - A reader never finds no index: ``out`` names the old index until the rename and the new one
       after; ``BM25Index`` opens the folder the link names and, if a rebuild removed that folder
       while it was opening, opens the new one. The one exception is the first rebuild of a plain
       folder written by an earlier version, which is moved aside an instant before the link
       takes its name.
-    - A build killed at any point leaves the old index in place, whole. The folder it was writing
-      (passages included) is removed by the next build into ``out``, as is the replaced index's once
-      the new one is published; the next build also removes only folders of that name pattern that
-      carry the mark (or are empty), and the link a killed publish may leave.
+    - A build killed at any point leaves the old index, whole, or once the link is renamed the new
+      one. What it leaves beside ``out`` (its folder, passages included; its link in flight; the
+      replaced index) is removed by the next build into ``out``, which removes only folders of that
+      name pattern that carry the mark (removed last) or are empty, and the ``.tmp-NAME-XXXXXXXX``
+      folders of builds killed before marks existed when they hold only index files.
     - Nothing that is not such an index is removed or replaced: ``out`` must be absent, an empty
       folder, an index this function wrote, or a plain folder holding only an earlier version's index
       files; anything else (a file, a foreign link, a folder with other files) raises
