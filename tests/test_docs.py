@@ -188,6 +188,15 @@ def benchmarks_soak(args: list[str], cwd: Path) -> str:
     return "ran with --actions 20"
 
 
+def benchmarks_index_verify(args: list[str], cwd: Path) -> str:
+    from benchmarks import index_verify
+
+    own_parser(lambda: index_verify.main(args))
+    reduced = with_option(with_option(with_option(args, "--sizes", "2000"), "--rounds", "1"), "--out", str(cwd / "iv"))
+    run_main(lambda: index_verify.main(reduced))
+    return "ran with --sizes 2000 --rounds 1"
+
+
 def parse_only(module: str, why: str, call: Callable[[Any, list[str]], Any], tyro_cli: bool = False,
                extra: str | None = None) -> Callable[[list[str], Path], str]:
     """A rule that parses a program's arguments with its own parser and says why it is not run; skipped
@@ -235,6 +244,7 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.run": benchmarks_run,
     "benchmarks.report": benchmarks_report,
     "benchmarks.soak": benchmarks_soak,
+    "benchmarks.index_verify": benchmarks_index_verify,
     "benchmarks.learners": parse_only("benchmarks.learners", "about 2 hours on 2 cores; tests/test_learners.py runs "
                                       "it at tiny settings", lambda m, a: m.main(a)),
     "benchmarks.strategies": parse_only("benchmarks.strategies", "about 1 hour on 2 cores; tests/test_strategies.py "

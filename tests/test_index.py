@@ -130,9 +130,10 @@ def test_the_store_round_trips_every_character(tmp_path) -> None:
             Document("3", "only title", "")]
     assert write_store(enumerate(docs, 1), tmp_path) == 3
     store = PassageStore(tmp_path)
-    assert list(store) == docs and store[-1] == docs[-1] and store[1:] == docs[1:]
-    with pytest.raises(IndexError):
-        store[3]
+    assert list(store) == docs and store[1:] == docs[1:] and store[-2:] == docs[-2:]
+    for outside in (3, -1):  # no wrap-around: a damaged posting of -1 must not read the last passage
+        with pytest.raises(IndexError, match="positions are 0 to 2"):
+            store[outside]
 
 
 @pytest.mark.parametrize("docs, error", [
@@ -152,7 +153,7 @@ def test_damaged_or_foreign_folders_are_refused(tmp_path) -> None:
     BM25Index(folder, verify=True)
     meta = json.loads((folder / "index.json").read_text())
     (folder / "index.json").write_text(json.dumps({**meta, "format": 1}))
-    with pytest.raises(BM25IndexError, match="index format 1; this version reads format 2: rebuild it"):
+    with pytest.raises(BM25IndexError, match="index format 1; this version reads format 3: rebuild it"):
         BM25Index(folder)
     (folder / "index.json").write_text(json.dumps(meta))
     weights = (folder / "weights.npy").read_bytes()
@@ -189,4 +190,4 @@ def test_the_command_line_names_the_bad_row_and_publishes_nothing(tmp_path, cont
     done = subprocess.run([sys.executable, "-m", "mempo_env.retrieval.index", "--corpus", str(corpus), "--out",
                            str(tmp_path / "index"), "--workers", "1"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode != 0 and re.search(error, done.stderr.strip().splitlines()[-1]), done.stderr[-800:]
-    assert not (tmp_path / "index").exists() and not list(tmp_path.glob(".tmp-*"))
+    assert not (tmp_path / "index").exists() and not list(tmp_path.glob(".index.*"))

@@ -105,7 +105,8 @@ def test_bm25_topk_larger_than_corpus_returns_every_match(bm25: BM25Retriever) -
 def test_bm25_index_cache_is_written_then_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = BM25Retriever(CORPUS, cache_dir=tmp_path)
     assert not first.loaded_from_cache
-    assert len(list((tmp_path / "bm25").iterdir())) == 1  # one published folder, no temp leftovers
+    entries = list((tmp_path / "bm25").iterdir())  # one published index (a link and its folder), no leftovers
+    assert len(entries) == 2 and {p.resolve() for p in entries} == {p.resolve() for p in entries if p.is_symlink()}
 
     def no_build(*args: object) -> None:
         raise AssertionError("index was rebuilt instead of loaded")
@@ -120,7 +121,7 @@ def test_bm25_index_cache_is_written_then_reused(tmp_path: Path, monkeypatch: py
 def test_bm25_default_cache_dir_comes_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMPO_CACHE_DIR", str(tmp_path))
     BM25Retriever(CORPUS)
-    assert len(list((tmp_path / "bm25").iterdir())) == 1
+    assert len([p for p in (tmp_path / "bm25").iterdir() if not p.name.startswith(".")]) == 1  # the link
 
 
 @pytest.mark.parametrize(
@@ -146,7 +147,7 @@ def test_bm25_cache_invalidated_when_corpus_changes(tmp_path: Path, change: Call
 @pytest.mark.parametrize("damage", ["truncate", "delete"])
 def test_bm25_corrupt_cache_is_rebuilt(tmp_path: Path, victim: str, damage: str) -> None:
     BM25Retriever(CORPUS, cache_dir=tmp_path)
-    (folder,) = (tmp_path / "bm25").iterdir()
+    (folder,) = (p for p in (tmp_path / "bm25").iterdir() if p.is_symlink())  # the published index
     path = folder / victim
     if damage == "truncate":
         path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
@@ -157,6 +158,20 @@ def test_bm25_corrupt_cache_is_rebuilt(tmp_path: Path, victim: str, damage: str)
     assert not rebuilt.loaded_from_cache
     assert ids(rebuilt.search(["capital of France"], 1)[0]) == ["d1"]
     assert BM25Retriever(CORPUS, cache_dir=tmp_path).loaded_from_cache  # the rebuild replaced it
+
+
+def test_bm25_cache_being_built_by_another_process_is_not_waited_for(tmp_path: Path) -> None:
+    """Two processes (an async vector env's workers) starting on one cache: the one that finds the
+    other building it builds its own index in a temporary folder instead of failing."""
+    import fcntl
+
+    key = bm25_module._cache_key(CORPUS, 0.9, 0.4)
+    (tmp_path / "bm25").mkdir()
+    with (tmp_path / "bm25" / f".{key}.index-lock").open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.warns(UserWarning, match="another build into .* is running"):
+            retriever = BM25Retriever(CORPUS, cache_dir=tmp_path)
+    assert ids(retriever.search(["Hamlet"], 1)[0]) == ["d3"]
 
 
 def test_bm25_interrupted_cache_write_publishes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

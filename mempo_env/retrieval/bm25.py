@@ -48,8 +48,9 @@ def _cache_key(corpus: Sequence[Document], k1: float, b: float) -> str:
 def _open_or_build(corpus: list[Document], k1: float, b: float, path: Path | None) -> tuple[BM25Index, bool]:
     """The cached index at ``path`` if it opens, else a fresh one (published there). Returns (index, loaded).
 
-    Without a cache (``path`` None), or when the cache cannot be written, the index is built in a
-    temporary folder that is removed once opened: its maps keep the files' pages alive until closed."""
+    Without a cache (``path`` None), or when the cache cannot be written (or another process is
+    writing it), the index is built in a temporary folder that is removed once opened: its maps
+    keep the files' pages alive until closed."""
     if path is not None and path.is_dir():
         try:
             return BM25Index(path, verify=True), True
@@ -58,7 +59,7 @@ def _open_or_build(corpus: list[Document], k1: float, b: float, path: Path | Non
     if path is not None:
         try:
             return BM25Index(build_index(enumerate(corpus, 1), path, k1=k1, b=b)), False
-        except OSError as e:
+        except (OSError, BM25IndexError) as e:  # a full disk; another process building it; a foreign folder there
             warnings.warn(f"could not write BM25 index cache {path}: {e}", stacklevel=3)
     with tempfile.TemporaryDirectory(prefix="mempo-bm25-") as tmp:
         return BM25Index(build_index(enumerate(corpus, 1), Path(tmp) / "index", k1=k1, b=b)), False

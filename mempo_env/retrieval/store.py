@@ -125,9 +125,8 @@ class PassageStore(Sequence[Document]):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         n = len(self)
-        if not -n <= i < n:
-            raise IndexError(f"passage {i} of a store of {n}")
-        i %= n
+        if not 0 <= i < n:  # no wrap-around: a damaged index's posting -1 must not read the last passage
+            raise IndexError(f"passage {i} of a store of {n} (positions are 0 to {n - 1})")
         a, b, c, d = (int(x) for x in self._offsets[3 * i : 3 * i + 4])
         field = lambda s, e: self._blob[s:e].decode("utf-8", "surrogatepass")  # noqa: E731
         return Document(field(a, b), field(b, c), field(c, d))
