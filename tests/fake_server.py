@@ -1,13 +1,10 @@
 """HTTP servers for client tests. ``serve``: a JSON server on 127.0.0.1 where each request goes to
 ``app(method, path, body)``, which returns ``(status, body)`` or ``(status, body, headers)`` (a dict or
-list is sent as JSON, a string as text). ``serving``: any ``socketserver`` server run in a thread.
-``startup_url``: the URL a server program logs when it is up."""
+list is sent as JSON, a string as text). ``serving``: any ``socketserver`` server run in a thread."""
 
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -78,14 +75,3 @@ def serving(server: BaseServer) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def startup_url(proc: subprocess.Popen) -> tuple[str, list[str]]:
-    """The ``http://.../retrieve`` URL a server program logs on stderr once it serves, and the lines
-    read until then; fails with those lines if the program ends first."""
-    output = []
-    for line in proc.stderr:  # type: ignore[union-attr]
-        output.append(line)
-        if url := re.search(r"http://\S+/retrieve", line):
-            return url.group(), output
-    raise AssertionError("the server ended before serving:\n" + "".join(output))

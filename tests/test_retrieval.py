@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -26,9 +24,9 @@ from mempo_env.retrieval.base import Hit, Retriever, RetrieverError
 from mempo_env.retrieval.bm25 import BM25Retriever
 from mempo_env.retrieval.cache import RecordReplayRetriever
 from mempo_env.retrieval.remote import RemoteRetriever
-from mempo_env.retrieval.server import make_server
+from mempo_env.retrieval.server import make_server, start_server
 from mempo_env.types import Document
-from tests.fake_server import serving, startup_url
+from tests.fake_server import serving
 
 CORPUS = [
     Document("d1", "Paris", "Paris is the capital and largest city of France."),
@@ -357,20 +355,10 @@ def test_server_speaks_search_r1_format(bm25: BM25Retriever) -> None:
 def test_server_cli_serves_a_corpus_file(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": d.id, "contents": d.contents}) + "\n" for d in CORPUS))
-    root = str(Path(__file__).resolve().parents[1])
-    env = {
-        **os.environ,
-        "MEMPO_CACHE_DIR": str(tmp_path),
-        "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
-    }
-    cmd = [sys.executable, "-m", "mempo_env.retrieval.server", "--corpus", str(corpus), "--port", "0", "--topk", "1"]
-    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) as proc:
-        try:
-            url, _ = startup_url(proc)
-            with fast_client(url) as remote:
-                assert ids(remote.search(["Who wrote Hamlet?"], topk=5)[0])[0] == "d3"
-        finally:
-            proc.terminate()
+    env = {**os.environ, "MEMPO_CACHE_DIR": str(tmp_path)}
+    with start_server(["--corpus", str(corpus), "--topk", "1"], tmp_path / "log", env=env) as server:
+        with fast_client(server.url) as remote:
+            assert ids(remote.search(["Who wrote Hamlet?"], topk=5)[0])[0] == "d3"
     assert list((tmp_path / "bm25").iterdir())  # the index was cached under $MEMPO_CACHE_DIR
 
 

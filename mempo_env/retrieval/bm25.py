@@ -13,8 +13,6 @@ A corpus of millions of passages is better built once into a folder of its own
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 import os
 import tempfile
 import warnings
@@ -22,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mempo_env.retrieval.base import Hit
-from mempo_env.retrieval.index import FORMAT, METHOD, STOPWORDS, BM25Index, BM25IndexError, build_index
+from mempo_env.retrieval.fingerprint import CorpusDigest
+from mempo_env.retrieval.index import BM25Index, BM25IndexError, build_index
 from mempo_env.types import Document
 
 
@@ -38,18 +37,12 @@ def default_cache_dir() -> Path:
 
 
 def _cache_key(corpus: Sequence[Document], k1: float, b: float) -> str:
-    """Hash of the corpus and every setting that shapes the index (fields length-prefixed, so unambiguous)."""
-    import bm25s
-
-    settings = {"format": FORMAT, "bm25s": bm25s.__version__, "k1": k1, "b": b, "method": METHOD,
-                "stopwords": STOPWORDS}
-    h = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=16)
+    """Hash of the corpus and every setting that shapes the index (fields length-prefixed, so unambiguous):
+    the fingerprint an index built from the same corpus records (``mempo_env.retrieval.fingerprint``)."""
+    digest = CorpusDigest(k1, b)
     for doc in corpus:
-        for field in (doc.id, doc.title, doc.text):
-            data = field.encode("utf-8", "surrogatepass")
-            h.update(len(data).to_bytes(8, "little"))
-            h.update(data)
-    return h.hexdigest()
+        digest.add(doc)
+    return digest.hexdigest()
 
 
 def _open_or_build(corpus: list[Document], k1: float, b: float, path: Path | None) -> tuple[BM25Index, bool]:
@@ -83,6 +76,8 @@ class BM25Retriever:
 
     ``cache_dir`` defaults to ``default_cache_dir()`` (index under ``<cache_dir>/bm25/<key>``);
     ``None`` disables the cache. ``loaded_from_cache`` tells whether the index was loaded, not built.
+    ``fingerprint``: the cache key, a hash of the corpus, ``k1`` and ``b`` (what a retrieval server
+    serving this retriever states; an index folder built from the same corpus states the same).
     """
 
     def __init__(
@@ -98,7 +93,8 @@ class BM25Retriever:
         self.corpus: list[Document] = list(corpus)
         if cache_dir is _Default.CACHE_DIR:
             cache_dir = default_cache_dir()
-        path = None if cache_dir is None else Path(cache_dir) / "bm25" / _cache_key(self.corpus, k1, b)
+        self.fingerprint = _cache_key(self.corpus, k1, b)
+        path = None if cache_dir is None else Path(cache_dir) / "bm25" / self.fingerprint
         self.index, self.loaded_from_cache = _open_or_build(self.corpus, k1, b, path)
 
     def search(self, queries: list[str], topk: int) -> list[list[Hit]]:

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from mempo_env.retrieval.base import Hit
+from mempo_env.retrieval.fingerprint import store_fingerprint
 from mempo_env.retrieval.store import OFFSETS, PASSAGES, PassageStore, StoreError, map_bytes, write_store
 from mempo_env.types import Document
 
@@ -164,7 +165,8 @@ def build_index(
             say(f"{len(store):,} passages stored ({time.perf_counter() - started:.0f} s); tokenising")
             meta = _build_postings(store, tmp, k1, b, workers, chunk, say)
             meta["checksums"] = {name: _digest(tmp / name) for name in _FILES}
-            meta.update(source=source or {}, build_s=round(time.perf_counter() - started, 1))
+            meta.update(source=source or {}, build_s=round(time.perf_counter() - started, 1),
+                        fingerprint=store_fingerprint(tmp, k1, b))  # what it serves
             (tmp / f"{META}.tmp").write_text(json.dumps(meta, indent=1))
             os.replace(tmp / f"{META}.tmp", tmp / META)
             _check_out(out)
@@ -543,6 +545,14 @@ class BM25Index:
 
     def __len__(self) -> int:
         return self.meta["num_docs"]
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What it serves (``mempo_env.retrieval.fingerprint``), recorded in its metadata when it was built.
+        An index built before fingerprints were recorded gets the same one, computed from its passages
+        the first time it is asked for: one pass over them (the server's start), never at open."""
+        m = self.meta
+        return m.get("fingerprint") or store_fingerprint(self.folder, m["k1"], m["b"], m["tokenizer"]["bm25s"])
 
     def term_id(self, term: str) -> int:
         """The term's id, or -1: a binary search in the memory-mapped, byte-ordered vocabulary."""

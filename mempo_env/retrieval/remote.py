@@ -1,12 +1,15 @@
 """Client for a Search-R1 style retrieval server (``POST /retrieve``), with pooling and retries.
 
 Any failure (after retries) raises ``RetrieverError``; a failed search never looks like an empty one.
+Replicas must serve one index: the client compares the fingerprints they state
+(``mempo_env.retrieval.fingerprint``) and refuses answers from one that disagrees.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +18,7 @@ from requests.adapters import HTTPAdapter
 
 from mempo_env.http_retry import RetryPolicy, request
 from mempo_env.retrieval.base import Hit, RetrieverError
+from mempo_env.retrieval.fingerprint import HEADER
 from mempo_env.types import Document
 
 if TYPE_CHECKING:
@@ -91,6 +95,14 @@ class RemoteRetriever:
     (``mempo_env.http_retry``: connection errors, timeouts, 5xx and 429 retried, a ``Retry-After`` longer
     than ``max_wait`` fails at once); one search blocks at most about 5 x 65 + 4 x 5 s with the defaults.
     ``pool_size`` bounds the kept-alive connections, so parallel environments reuse sockets.
+
+    Replicas that serve different indexes would hand episodes documents from the wrong corpus without
+    a word, so before its first search a client of several asks each what it serves (``GET /health``),
+    and every answer states it again (the ``X-Index-Fingerprint`` header): a replica whose fingerprint
+    differs from the first one recorded is refused with a ``RetrieverError`` naming both URLs and
+    both fingerprints, whenever it is first heard from (one that was down at first and comes back
+    included). So is a server whose index changes while the client uses it: one run searches one
+    corpus. A server that states no fingerprint (Search-R1's own) cannot be checked and is used as is.
     """
 
     def __init__(
@@ -110,11 +122,17 @@ class RemoteRetriever:
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_size)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
+        self._lock = threading.Lock()
+        self._reference: tuple[str, str] | None = None  # (replica URL, fingerprint) the others must match
+        self._asked = len(self.urls) == 1  # whether every replica has been asked (one cannot disagree)
 
     def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
-        """All queries in one request; raises ``RetrieverError`` on any transport or format failure."""
+        """All queries in one request; raises ``RetrieverError`` on any transport or format failure,
+        and on replicas that serve different indexes."""
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
+        if not self._asked:
+            self._ask_replicas()
         queries = list(queries)
         parts = (queries[at : at + MAX_BATCH] for at in range(0, len(queries), MAX_BATCH))
         return [hits for part in parts for hits in self._post(part, topk)]
@@ -124,10 +142,44 @@ class RemoteRetriever:
             return []
         response = request(self._session, "POST", self.urls, {"queries": queries, "topk": topk, "return_scores": True},
                            self.retry, what="retrieval server", error=RetrieverError, start=next(self._next))
+        self._admit(response.url, response.headers.get(HEADER))
         try:
             return _parse_response(response.json(), len(queries), topk)
         except (ValueError, TypeError) as e:  # ValueError includes JSONDecodeError
             raise RetrieverError(f"retrieval server {response.url} sent a malformed response: {e}") from e
+
+    def _ask_replicas(self) -> None:
+        """Each replica's fingerprint, from ``GET /health`` (one try each: a replica that is down now
+        is checked by its first answer instead; one without ``/health`` states nothing)."""
+        with self._lock:
+            if self._asked:
+                return
+            for url in self.urls:
+                try:
+                    answer = self._session.get(url.removesuffix("/retrieve") + "/health", timeout=self.retry.timeout)
+                    stated = answer.json().get("fingerprint") if answer.ok else None
+                except (requests.RequestException, ValueError, AttributeError):
+                    continue  # down, or not this project's server (AttributeError: JSON that is not an object)
+                self._check(url, stated)
+            self._asked = True
+
+    def _admit(self, url: str, stated: str | None) -> None:
+        with self._lock:
+            self._check(url, stated)
+
+    def _check(self, url: str, stated: Any) -> None:
+        """Record the first fingerprint heard; refuse a replica that states another one."""
+        if not isinstance(stated, str) or not stated:
+            return
+        if self._reference is None:
+            self._reference = (url, stated)
+        elif stated != self._reference[1]:
+            first, expected = self._reference
+            if url == first:  # one server whose index was replaced while this client used it
+                raise RetrieverError(f"retrieval server {url} now serves index fingerprint {stated}, not {expected} "
+                                     "as before: its index changed during this run")
+            raise RetrieverError(f"retrieval replicas serve different indexes: {url} serves index fingerprint "
+                                 f"{stated}, {first} serves {expected}; point the retriever at replicas of one index")
 
     def close(self) -> None:
         self._session.close()
