@@ -146,8 +146,10 @@ READER = r"""
 import sys, pathlib
 from mempo_env.retrieval.index import BM25Index
 out, stop = sys.argv[1], pathlib.Path(sys.argv[2])
+BM25Index(out).close()
+print("ready", flush=True)  # imports done: the rebuilds start now, not before its first open in the loop
 opens, sizes = 0, set()
-while not stop.exists():
+while opens == 0 or not stop.exists():
     index = BM25Index(out)  # any failure ends the process with a traceback
     sizes.add(len(index)); opens += 1
     assert len(index.search(["w1 w2"], 3)[0]) == 3
@@ -163,6 +165,7 @@ def test_readers_always_find_an_index_while_it_is_replaced(tmp_path) -> None:
     reader = subprocess.Popen([sys.executable, "-c", READER, str(out), str(stop)], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
+        assert reader.stdout.readline() == "ready\n", reader.communicate()[1][-2000:]
         for n in (301, 302, 303, 304, 305, 306):
             build_index(enumerate(zipf_corpus(n), 1), out)
             assert reader.poll() is None, reader.communicate()[1][-2000:]
