@@ -30,15 +30,12 @@ class CorpusDigest:
     stream past, so a corpus of millions is hashed without being held. Each field is length-prefixed,
     so no two different corpora feed the same bytes. ``BM25Retriever``'s cache key is this digest."""
 
-    def __init__(self, k1: float, b: float, bm25s_version: str | None = None) -> None:
-        """``bm25s_version``: the tokenizer's version the index was built with (default: this one's)."""
+    def __init__(self, k1: float, b: float) -> None:
+        import bm25s
+
         from mempo_env.retrieval.index import FORMAT, METHOD, STOPWORDS
 
-        if bm25s_version is None:
-            import bm25s
-
-            bm25s_version = bm25s.__version__
-        settings = {"format": FORMAT, "bm25s": bm25s_version, "k1": k1, "b": b, "method": METHOD,
+        settings = {"format": FORMAT, "bm25s": bm25s.__version__, "k1": k1, "b": b, "method": METHOD,
                     "stopwords": STOPWORDS}
         self._hash = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=16)
 
@@ -71,8 +68,8 @@ class CorpusDigest:
         return self._hash.hexdigest()
 
 
-def store_fingerprint(folder: Path, k1: float, b: float, bm25s_version: str | None = None) -> str:
+def store_fingerprint(folder: Path, k1: float, b: float) -> str:
     """The fingerprint of an index over the passage store in ``folder`` with these settings."""
-    digest = CorpusDigest(k1, b, bm25s_version)
+    digest = CorpusDigest(k1, b)
     digest.add_store(folder)
     return digest.hexdigest()

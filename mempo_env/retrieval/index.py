@@ -60,7 +60,7 @@ _ARRAYS = ("indptr.npy", "postings.npy", "weights.npy", "max_weights.npy", "voca
 _VOCAB = ("vocab.bin", "vocab_offsets.npy")  # checksummed at every open: a few bytes a term
 _FILES = (*_ARRAYS, "vocab.bin", PASSAGES, OFFSETS)  # all but index.json, each checksummed in it
 _KEYS = {"format": int, "num_docs": int, "num_terms": int, "nnz": int, "avgdl": float, "k1": float, "b": float,
-         "checksums": dict}  # what opening reads from index.json, and its type
+         "checksums": dict, "fingerprint": str}  # what opening reads from index.json, and its type
 _PIECE = 16 * 2**20  # bytes a checksum reads at a time (a multiple of every item size)
 _OPEN_TRIES = 8  # opens retried when ``OUT`` was replaced meanwhile (each retry follows a finished build)
 
@@ -546,13 +546,10 @@ class BM25Index:
     def __len__(self) -> int:
         return self.meta["num_docs"]
 
-    @functools.cached_property
+    @property
     def fingerprint(self) -> str:
-        """What it serves (``mempo_env.retrieval.fingerprint``), recorded in its metadata when it was built.
-        An index built before fingerprints were recorded gets the same one, computed from its passages
-        the first time it is asked for: one pass over them (the server's start), never at open."""
-        m = self.meta
-        return m.get("fingerprint") or store_fingerprint(self.folder, m["k1"], m["b"], m["tokenizer"]["bm25s"])
+        """What it serves (``mempo_env.retrieval.fingerprint``), recorded in its metadata when it was built."""
+        return self.meta["fingerprint"]
 
     def term_id(self, term: str) -> int:
         """The term's id, or -1: a binary search in the memory-mapped, byte-ordered vocabulary."""
