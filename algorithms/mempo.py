@@ -588,7 +588,12 @@ def resumed(cfg: Config, algo: str, argv: list[str] | None, prog: str, descripti
     saved_path = Path(cfg.resume) / "config.json"
     if not saved_path.is_file():
         raise ValueError(f"--resume {cfg.resume}: no config.json there (not a run directory)")
-    saved = json.loads(saved_path.read_text())
+    try:
+        saved = json.loads(saved_path.read_text())
+    except ValueError as e:  # truncated by hand or by a disk: the message names the file
+        raise ValueError(f"{saved_path} is not valid JSON ({e}); restore it") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{saved_path} holds no run's settings (a JSON object)")
     if unknown := sorted(set(saved) - {f.name for f in dataclasses.fields(Config)}):
         raise ValueError(f"--resume {cfg.resume}: its config.json has settings this version does not know "
                          f"({', '.join(unknown)})")
@@ -596,7 +601,10 @@ def resumed(cfg: Config, algo: str, argv: list[str] | None, prog: str, descripti
         raise ValueError(f"--resume {cfg.resume}: a {saved['algo']} run; resume it with python -m "
                          f"algorithms.{saved['algo']}")
     saved = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}  # JSON has no tuples
-    before = Config(**{**saved, "resume": cfg.resume, "run_dir": cfg.resume})
+    try:
+        before = Config(**{**saved, "resume": cfg.resume, "run_dir": cfg.resume})
+    except (TypeError, ValueError) as e:  # a value of the wrong type or out of range
+        raise ValueError(f"{saved_path}: {e}") from None
     after = tyro.cli(Config, default=before, prog=prog, description=description, args=argv)
     if refused := [f.name for f in dataclasses.fields(Config)
                    if f.name not in RESUMABLE and getattr(after, f.name) != getattr(before, f.name)]:

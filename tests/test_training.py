@@ -402,3 +402,21 @@ def test_resume_takes_new_budgets_and_refuses_other_changes(tmp_path, monkeypatc
         mempo.main("grpo", ["--resume", str(run)])
     assert "settings this version does not know (microbatch_size)" in capsys.readouterr().err
     assert len(started) == 1
+
+
+def test_resume_of_a_damaged_config_names_the_file(tmp_path):
+    """A truncated, mistyped or wrong-typed config.json stops --resume in one line that names the file."""
+    run = tmp_path / "run"
+    run.mkdir()
+    config = run / "config.json"
+    settings = json.dumps(dataclasses.asdict(Config(algo="grpo")))
+    for text, message in ((settings[:200], f"{config} is not valid JSON"),  # `truncate -s 200`
+                          ("[]", f"{config} holds no run's settings (a JSON object)"),
+                          (settings.replace('"steps": 10,', '"steps": "ten",'), f"{config}: ")):
+        config.write_text(text)
+        proc = subprocess.Popen([sys.executable, "-m", "algorithms.grpo", "--resume", str(run)], cwd=ROOT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE)
+        assert proc.wait(timeout=300) == 2
+        err = proc.stderr.read().decode()
+        assert "Traceback" not in err and err.count("error:") == 1 and message in err, err[-2000:]
+        assert config.read_text() == text
