@@ -208,9 +208,15 @@ class Config:
         self.run_dir = self.run_dir or f"runs/{self.algo}"
 
 
+class RunFolderError(RuntimeError):
+    """A run folder the learner cannot continue as it stands (a damaged or lost checkpoint): the message
+    names what is wrong and what to do, and the command line prints it as one line."""
+
+
 # ---- checkpoints: model, optimizer, RNG, step; the data position is a function of the step ----
 def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, optimizer: Any, step: int) -> None:
-    """Written to a temporary folder and renamed, so a kill never leaves a half-written checkpoint."""
+    """Written to a temporary folder and renamed, so a kill never leaves a half-written checkpoint; its
+    ``step.json`` is written last, so a checkpoint folder holding one is complete (``load_checkpoint``)."""
     import torch
 
     tmp = Path(tempfile.mkdtemp(prefix=".ckpt-", dir=run_dir))
@@ -243,11 +249,61 @@ def resolve_device(device: str) -> str:
 
 
 def load_checkpoint(run_dir: Path) -> Path | None:
-    """The last complete checkpoint (falling back to the previous one if a kill hit the swap)."""
+    """The run's last complete checkpoint, ``None`` where it has none. A checkpoint is complete when its
+    ``step.json`` is there (``save_checkpoint`` writes it last, then renames the folder into place).
+    ``checkpoint`` is the newest; ``checkpoint.old`` counts only where a kill hit the swap, between
+    moving the current one aside and renaming the new one in, which leaves no ``checkpoint`` at all."""
     for name in ("checkpoint", "checkpoint.old"):
-        if (run_dir / name / "step.json").exists():
-            return run_dir / name
+        if (run_dir / name).exists():
+            return run_dir / name if (run_dir / name / "step.json").is_file() else None
     return None
+
+
+def resume_point(run_dir: Path, cfg: Config) -> Path | None:
+    """The checkpoint a run in ``run_dir`` continues from; ``None``: it starts at step 0, as a run killed
+    before its first checkpoint does (its logged steps run again, as steps past a checkpoint do). Refused
+    with a ``RunFolderError``, before anything is written: a checkpoint folder without its ``step.json``,
+    and logs past the run's first checkpoint with no checkpoint there: it was lost, and starting again
+    would rewrite their history."""
+    from benchmarks.report import read_config, read_episodes
+
+    ckpt = load_checkpoint(run_dir)
+    fix = "restore it, or start the run over in another --run-dir; nothing was changed"
+    if ckpt is None and (incomplete := next((run_dir / n for n in ("checkpoint", "checkpoint.old")
+                                             if (run_dir / n).exists()), None)):
+        raise RunFolderError(f"{incomplete} lacks step.json: an incomplete or damaged checkpoint (a complete one "
+                             f"has it, written last); {fix}")
+    metrics_path = run_dir / "metrics.jsonl"
+    if ckpt is None and metrics_path.is_file():
+        logged = max((m["step"] for m in read_episodes(metrics_path)
+                      if isinstance(m, dict) and isinstance(m.get("step"), int)), default=0)
+        # a step's line is written before its checkpoint: a line past the first checkpoint's step (in the
+        # settings the logs were written with, or the ones given now, whichever checkpoints sooner) means
+        # that checkpoint was written
+        saved = read_config(run_dir)
+        saved = saved if isinstance(saved, dict) else {}
+        first = min(v for v in (saved.get("checkpoint_every"), saved.get("steps"), cfg.checkpoint_every, cfg.steps)
+                    if isinstance(v, int))
+        if logged > first:
+            raise RunFolderError(f"{metrics_path} records steps up to {logged}, past the run's first checkpoint "
+                                 f"(step {first}), but {run_dir / 'checkpoint'} is missing: no checkpoint to "
+                                 f"continue from, and starting again would rewrite those steps; {fix}")
+    return ckpt
+
+
+def check_history(run_dir: Path, start: int) -> None:
+    """A run resumed at step ``start`` needs ``metrics.jsonl`` to record steps 1 to ``start`` once each (a
+    step's line is written before its checkpoint); else its history is damaged, and a run continued from it
+    would log a gap or a repeat and average rewards over them, so it is refused before anything is written."""
+    from benchmarks.report import read_episodes
+
+    path = run_dir / "metrics.jsonl"
+    records = read_episodes(path) if path.is_file() else []
+    steps = sorted(m["step"] for m in records if isinstance(m, dict) and isinstance(m.get("step"), int))
+    if len(steps) < len(records) or [s for s in steps if s <= start] != list(range(1, start + 1)):
+        raise RunFolderError(f"{path} does not record steps 1-{start} once each, as the checkpoint at step {start} "
+                             "needs: a damaged history; restore it, or start the run over in another --run-dir; "
+                             "nothing was changed")
 
 
 def held_out(task: QATask, fraction: float, seed: int = 0) -> tuple[QATask, QATask]:
@@ -316,7 +372,19 @@ def reward_average(lines: list[dict[str, Any]], window: int) -> tuple[float, flo
 def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: ContextStrategy | None = None
           ) -> dict[str, Any]:
     """Train, checkpoint and evaluate as ``cfg`` says; ``data``: ``datasets(cfg)`` and ``strategy``:
-    ``make_strategy(cfg.context)``, if already made."""
+    ``make_strategy(cfg.context)``, if already made. The run folder is held for the whole run: a second
+    learner on it fails at once (two would interleave their metrics and race on the checkpoint)."""
+    from benchmarks.run import hold_folder
+
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with hold_folder(run_dir, "--run-dir"):
+        return train_held(cfg, data, strategy)
+
+
+def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: ContextStrategy | None
+               ) -> dict[str, Any]:
+    """``train``'s work, in the run folder it holds: from the last complete checkpoint (``resume_point``)."""
     import torch
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -341,16 +409,12 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
     task, test = data or datasets(cfg)
     strategy = strategy or make_strategy(cfg.context)  # one for every env: it keeps no per-episode state
     run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    ckpt = resume_point(run_dir, cfg)
     torch.manual_seed(cfg.seed)
 
     # 1. Policy, frozen reference (the starting point), optimizer; or the last checkpoint. SDPA
     #    attention: it takes the prefix trees' 4D masks.
     start_dir = Path(cfg.policy) if cfg.policy else default_warmup(cfg.task_seed, cfg.hops)
-    ckpt = load_checkpoint(run_dir)
-    for partial in run_dir.glob(".ckpt-*"):  # checkpoints a kill interrupted while being written
-        shutil.rmtree(partial, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(start_dir)
     load = dict(dtype=torch.float32, attn_implementation="sdpa")
     ref = AutoModelForCausalLM.from_pretrained(start_dir, **load).to(device).eval().requires_grad_(False)
@@ -366,8 +430,13 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
     except Exception as e:
         if ckpt is None:
             raise
-        raise RuntimeError(f"checkpoint {ckpt} is unreadable ({e}); move it away to restart {run_dir} "
-                           "from step 0") from e
+        raise RunFolderError(f"checkpoint {ckpt} is unreadable ({' '.join(str(e).split())}); restore it, or start "
+                             "the run over in another --run-dir; nothing was changed") from e
+    check_history(run_dir, start)
+    # The run's folder is as the checkpoint left it: from here on, it is written.
+    write_atomic(run_dir / "config.json", json.dumps(dataclasses.asdict(cfg), indent=1))
+    for partial in run_dir.glob(".ckpt-*"):  # checkpoints a kill interrupted while being written
+        shutil.rmtree(partial, ignore_errors=True)
     backend = make_backend(cfg.backend, model, tokenizer)
 
     # 2. The environment: one per rollout, sharing the task and the search index.
@@ -588,7 +657,12 @@ def resumed(cfg: Config, algo: str, argv: list[str] | None, prog: str, descripti
     saved_path = Path(cfg.resume) / "config.json"
     if not saved_path.is_file():
         raise ValueError(f"--resume {cfg.resume}: no config.json there (not a run directory)")
-    saved = json.loads(saved_path.read_text())
+    try:
+        saved = json.loads(saved_path.read_text())
+    except ValueError as e:  # truncated by hand or by a disk: the message names the file
+        raise ValueError(f"{saved_path} is not valid JSON ({e}); restore it") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{saved_path} holds no run's settings (a JSON object)")
     if unknown := sorted(set(saved) - {f.name for f in dataclasses.fields(Config)}):
         raise ValueError(f"--resume {cfg.resume}: its config.json has settings this version does not know "
                          f"({', '.join(unknown)})")
@@ -596,7 +670,10 @@ def resumed(cfg: Config, algo: str, argv: list[str] | None, prog: str, descripti
         raise ValueError(f"--resume {cfg.resume}: a {saved['algo']} run; resume it with python -m "
                          f"algorithms.{saved['algo']}")
     saved = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}  # JSON has no tuples
-    before = Config(**{**saved, "resume": cfg.resume, "run_dir": cfg.resume})
+    try:
+        before = Config(**{**saved, "resume": cfg.resume, "run_dir": cfg.resume})
+    except (TypeError, ValueError) as e:  # a value of the wrong type or out of range
+        raise ValueError(f"{saved_path}: {e}") from None
     after = tyro.cli(Config, default=before, prog=prog, description=description, args=argv)
     if refused := [f.name for f in dataclasses.fields(Config)
                    if f.name not in RESUMABLE and getattr(after, f.name) != getattr(before, f.name)]:
@@ -617,7 +694,13 @@ def main(algo: str = "mempo", argv: list[str] | None = None, description: str = 
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    train(cfg, data, strategy)
+    from benchmarks.report import BenchmarkError
+
+    try:
+        train(cfg, data, strategy)
+    except (RunFolderError, BenchmarkError) as e:  # a busy, damaged or lost run folder: one line, exit 2
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms.compute import cpu_name
-from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
+from algorithms.mempo import RESUMABLE, Config, RunFolderError, load_checkpoint, train
 from algorithms.sft import default_warmup
 from benchmarks.report import CONFIG, BenchmarkError, Comparison, load_run, read_episodes, write_comparison
 from benchmarks.report import EPISODES as EPISODE_LOG
@@ -984,7 +984,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                             heading=HEADING if args.results_md else None,
                                             record_heading=args.record_heading)
             print(f"written to {written}" + (f" and {record}" if args.results_md else ""))
-    except BenchmarkError as e:
+    except (BenchmarkError, RunFolderError) as e:  # RunFolderError: an arm's run folder is busy or damaged
         p.error(str(e))
     print(f"written to {out}")
     return result

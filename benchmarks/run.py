@@ -117,16 +117,17 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 @contextmanager
-def hold_folder(out: Path) -> Iterator[None]:
-    """Hold ``out`` for one run: a second run into it fails at once, naming this process. The kernel
-    drops the lock when the process ends, however it ends, so a killed run leaves none behind."""
+def hold_folder(out: Path, option: str = "--out") -> Iterator[None]:
+    """Hold ``out`` for one run: a second run into it fails at once, naming this process and the command's
+    ``option`` that picks another folder. The kernel drops the lock when the process ends, however it
+    ends, so a killed run leaves none behind."""
     with (out / LOCK).open("a+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
             raise BenchmarkError(f"{out} is in use by another run (pid {f.read().strip() or '?'}); wait for it "
-                                 "to end or use another --out") from None
+                                 f"to end or use another {option}") from None
         f.truncate(0)
         f.write(f"{os.getpid()}\n")
         f.flush()

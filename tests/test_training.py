@@ -134,6 +134,9 @@ def test_one_step_of_each_algorithm(warmup, tmp_path, algo):
         with pytest.raises(RuntimeError, match="unreadable"):
             train(Config(algo=algo, policy=str(warmup), run_dir=str(run), steps=2, **TINY))
         assert len(metrics(run)) == 1 and (run / "checkpoint" / "trainer.pt").exists()
+        before = folder_state(run)  # the command line: one line, no traceback, nothing changed
+        refused(run_cli(["--resume", str(run), "--steps", "2"]), f"checkpoint {run / 'checkpoint'} is unreadable")
+        assert folder_state(run) == before
 
 
 def test_a_step_in_another_context_strategy(warmup, tmp_path):
@@ -151,11 +154,40 @@ def run_cli(args: list[str]) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def tiny_run_args(warmup: Path, run: Path, steps: int) -> list[str]:
+    """A CLI run of the TINY settings, checkpointed every step, on one thread (so that two runs compute alike)."""
+    args = ["--policy", str(warmup), "--run-dir", str(run), "--steps", str(steps), "--checkpoint-every", "1",
+            "--threads", "1"]
+    return args + [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+
+
+def folder_state(run: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``run``, its bytes and modification time: what a refused command must leave alone
+    (but ``run.lock``, where whichever learner holds the folder writes its pid)."""
+    return {str(p.relative_to(run)): (p.read_bytes(), p.stat().st_mtime_ns) for p in run.rglob("*")
+            if p.is_file() and p.name != "run.lock"}
+
+
+def refused(proc: subprocess.Popen, *messages: str) -> str:
+    """The error of a CLI run that had to refuse: exit 2, one line holding every message, no traceback."""
+    assert proc.wait(timeout=300) == 2
+    err = proc.stderr.read().decode()
+    assert "Traceback" not in err and err.count("error:") == 1 and all(m in err for m in messages), err[-2000:]
+    return err
+
+
+def without_times(lines: list[dict]) -> list[dict]:
+    """Metrics lines less their seconds, which differ from run to run."""
+    return [{k: v for k, v in m.items() if k not in (*TIMES, "eval_s")} for m in lines]
+
+
 def test_killed_run_resumes_to_the_same_steps_without_duplicate_metrics(warmup, tmp_path):
-    run = tmp_path / "run"
-    args = ["--policy", str(warmup), "--run-dir", str(run), "--steps", "4", "--checkpoint-every", "1"]
-    args += [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
-    proc = run_cli(args)
+    """kill -9, then --resume continues from the checkpoint to the metrics of an uninterrupted run. Without a
+    complete checkpoint it refuses in one line and changes nothing, where starting again would rewrite the
+    steps metrics.jsonl records."""
+    run, whole = tmp_path / "run", tmp_path / "uninterrupted"
+    uninterrupted = run_cli(tiny_run_args(warmup, whole, steps=4))
+    proc = run_cli(tiny_run_args(warmup, run, steps=4))
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         step_file = run / "checkpoint" / "step.json"
@@ -165,11 +197,65 @@ def test_killed_run_resumes_to_the_same_steps_without_duplicate_metrics(warmup, 
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert json.loads((run / "checkpoint" / "step.json").read_text())["step"] >= 2
+    step_json, kept = run / "checkpoint" / "step.json", tmp_path / "step.json"
+    step_json.rename(kept)  # an incomplete checkpoint
+    before = folder_state(run)
+    refused(run_cli(["--resume", str(run)]), f"{run / 'checkpoint'} lacks step.json", "another --run-dir")
+    assert folder_state(run) == before
+    (run / "checkpoint").rename(tmp_path / "checkpoint")  # no checkpoint at all
+    before = folder_state(run)
+    refused(run_cli(["--resume", str(run)]), f"{run / 'metrics.jsonl'} records", "no checkpoint to continue from")
+    assert folder_state(run) == before
+    (tmp_path / "checkpoint").rename(run / "checkpoint")
+    kept.rename(step_json)
     resumed = run_cli(["--resume", str(run)])
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
-    steps = [m["step"] for m in metrics(run)]
-    assert steps == [1, 2, 3, 4]
+    assert uninterrupted.wait(timeout=300) == 0, uninterrupted.stderr.read().decode()[-2000:]
+    assert [m["step"] for m in metrics(run)] == [1, 2, 3, 4]
+    assert without_times(metrics(run)) == without_times(metrics(whole))
     assert json.loads((run / "checkpoint" / "step.json").read_text())["step"] == 4
+
+
+def test_a_resume_refuses_a_damaged_history(warmup, tmp_path):
+    """A checkpoint at step N needs metrics.jsonl to record steps 1-N once each: with a line lost or repeated,
+    a continued run would average its rewards over a gap or a repeat, so the resume is refused in one line."""
+    run = tmp_path / "run"
+    train(Config(policy=str(warmup), run_dir=str(run), steps=2, checkpoint_every=1, **TINY))
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    for damaged in (lines[1:], [*lines, lines[1]]):
+        (run / "metrics.jsonl").write_text("".join(damaged))
+        before = folder_state(run)
+        refused(run_cli(["--resume", str(run), "--steps", "3"]), f"{run / 'metrics.jsonl'} does not record steps 1-2")
+        assert folder_state(run) == before
+
+
+def test_a_second_learner_on_a_run_folder_is_refused_and_the_first_completes(warmup, tmp_path):
+    """A run folder is held by one learner: a second one on it exits 2 at once, naming the holder, and
+    touches nothing; the first completes every step once. The first is stopped (SIGSTOP) while the second
+    tries, so that it holds the folder whatever the machine's speed."""
+    run = tmp_path / "run"
+    first = run_cli(tiny_run_args(warmup, run, steps=2))
+    try:
+        deadline = time.time() + 300
+        lock = run / "run.lock"
+        while time.time() < deadline and first.poll() is None:
+            if lock.exists() and lock.read_text().strip() == str(first.pid) and (run / "config.json").exists():
+                break
+            time.sleep(0.05)
+        first.send_signal(signal.SIGSTOP)
+        assert lock.exists() and lock.read_text().strip() == str(first.pid), "the learner never held its folder"
+        before = folder_state(run)
+        busy = f"{run} is in use by another run (pid {first.pid}); wait for it to end or use another --run-dir"
+        refused(run_cli(tiny_run_args(warmup, run, steps=2)), busy)
+        refused(run_cli(["--resume", str(run)]), busy)
+        assert folder_state(run) == before
+        first.send_signal(signal.SIGCONT)
+        assert first.wait(timeout=600) == 0, first.stderr.read().decode()[-2000:]
+    finally:
+        first.kill()  # a stopped or running learner never outlives the test
+        first.wait()
+    assert [m["step"] for m in metrics(run)] == [1, 2]
+    assert json.loads((run / "checkpoint" / "step.json").read_text())["step"] == 2
 
 
 def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
@@ -402,3 +488,19 @@ def test_resume_takes_new_budgets_and_refuses_other_changes(tmp_path, monkeypatc
         mempo.main("grpo", ["--resume", str(run)])
     assert "settings this version does not know (microbatch_size)" in capsys.readouterr().err
     assert len(started) == 1
+
+
+def test_resume_of_a_damaged_config_names_the_file(tmp_path):
+    """A truncated, mistyped or wrong-typed config.json stops --resume in one line that names the file."""
+    run = tmp_path / "run"
+    run.mkdir()
+    config = run / "config.json"
+    settings = json.dumps(dataclasses.asdict(Config(algo="grpo")))
+    for text, message in ((settings[:200], f"{config} is not valid JSON"),  # `truncate -s 200`
+                          ("[]", f"{config} holds no run's settings (a JSON object)"),
+                          (settings.replace('"steps": 10,', '"steps": "ten",'), f"{config}: ")):
+        config.write_text(text)
+        proc = subprocess.Popen([sys.executable, "-m", "algorithms.grpo", "--resume", str(run)], cwd=ROOT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE)
+        refused(proc, message)
+        assert config.read_text() == text
