@@ -202,12 +202,17 @@ def test_killed_run_resumes_to_the_same_steps_without_duplicate_metrics(warmup, 
     before = folder_state(run)
     refused(run_cli(["--resume", str(run)]), f"{run / 'checkpoint'} lacks step.json", "another --run-dir")
     assert folder_state(run) == before
-    (run / "checkpoint").rename(tmp_path / "checkpoint")  # no checkpoint at all
+    kept.rename(step_json)
+    # no checkpoint at all (nor the previous one, which a kill while it was being removed leaves in part)
+    aside = {name: tmp_path / "aside" / name for name in ("checkpoint", "checkpoint.old") if (run / name).exists()}
+    (tmp_path / "aside").mkdir()
+    for name, path in aside.items():
+        (run / name).rename(path)
     before = folder_state(run)
     refused(run_cli(["--resume", str(run)]), f"{run / 'metrics.jsonl'} records", "no checkpoint to continue from")
     assert folder_state(run) == before
-    (tmp_path / "checkpoint").rename(run / "checkpoint")
-    kept.rename(step_json)
+    for name, path in aside.items():
+        path.rename(run / name)
     resumed = run_cli(["--resume", str(run)])
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
     assert uninterrupted.wait(timeout=300) == 0, uninterrupted.stderr.read().decode()[-2000:]
