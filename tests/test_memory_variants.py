@@ -196,3 +196,20 @@ def test_a_memory_cut_by_the_generation_budget_earns_no_variant_anything(tokeniz
     for variant in MEMORY_REWARDS:
         term = memory_term(variant, backend, rs, torch.tensor([0, 0]), first_turn=True)
         assert term.pairs == [] and term.advantages.numel() == 0
+
+
+@pytest.mark.parametrize("variant", ["progress", "infomem", "write"])
+def test_a_training_step_with_each_variant_in_the_oracle_setting(variant, tmp_path):
+    """The learner wires each variant and the oracle search through a step of the shipped warm-up (the
+    tiny settings of tests/test_training.py)."""
+    import json
+
+    from algorithms.mempo import train
+
+    cfg = Config(run_dir=str(tmp_path), steps=1, memory_reward=variant, search="oracle", questions_per_step=2,
+                 group_size=2, max_turns=4, max_new_tokens=24, minibatch_size=8, pack_tokens=256, eval_episodes=0,
+                 eval_every=0, threads=1)
+    train(cfg)
+    [m] = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert m["step"] == 1 and 0 <= m["mem_copies"] <= 1
+    assert ("mem_successes" in m) == (variant == "infomem") and ("p_mem" in m) == (variant == "progress")
