@@ -32,10 +32,40 @@ def memory_rewards(p_mem: torch.Tensor, p_full: torch.Tensor) -> torch.Tensor:
     return p_mem - p_full
 
 
-def memory_advantages(r_mem: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def memory_advantages(r_mem: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6,
+                      keep: torch.Tensor | None = None) -> torch.Tensor:
     """One memory advantage per scored turn: ``R_mem`` pooled over all scored turns of all rollouts of
-    the same question, then normalised."""
-    return group_normalize(r_mem, groups, eps)
+    the same question (or whatever pools ``groups`` names), then normalised. ``keep`` (one bool per
+    value): only those values enter the pools and get an advantage, the others get 0, so a value that
+    must earn nothing (a copied memory, a failed rollout's) moves neither its own advantage nor the
+    pool's mean and spread."""
+    if keep is None:
+        return group_normalize(r_mem, groups, eps)
+    out = torch.zeros_like(r_mem, dtype=torch.float32)
+    out[keep] = group_normalize(r_mem[keep], groups[keep], eps)
+    return out
+
+
+def progress_pools(groups: torch.Tensor, found: torch.Tensor) -> torch.Tensor:
+    """One pool id per (question group, evidence found before the turn) pair: the progress-matched
+    variant normalises a turn's reward only against turns of the same question that had found as much,
+    so the part of P_mem - P_full that pays for search progress cancels within a pool."""
+    return torch.unique(torch.stack([groups, found], dim=1), dim=0, return_inverse=True)[1]
+
+
+def information_gains(logp_mem: torch.Tensor, logp_base: torch.Tensor) -> torch.Tensor:
+    """``mean log P(y* | x, M) - mean log P(y* | x, M_base)``: how much a memory raises the gold answer's
+    per-token log-likelihood over a baseline memory under the same context otherwise (InfoMem: the final
+    memory over an empty one; the write gain: a turn's memory over the one before it)."""
+    return logp_mem - logp_base
+
+
+def successful_only(gains: torch.Tensor, success: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6,
+                    keep: torch.Tensor | None = None) -> torch.Tensor:
+    """InfoMem's advantage, one per rollout: the gain z-normalised among the successful rollouts of its
+    question group, 0 on every failed one whatever its gain (InfoMem reports that paying failed runs
+    collapsed training). ``keep``: a further guard, as in ``memory_advantages``."""
+    return memory_advantages(gains, groups, eps, keep=success if keep is None else success & keep)
 
 
 def token_advantages(a_out: torch.Tensor, a_mem: torch.Tensor, response_mask: torch.Tensor,

@@ -23,17 +23,19 @@ from mempo_env.types import QATask
 
 
 def evaluate_policy(backend: PolicyBackend, task: QATask, *, episodes: int = 200, objectives: int = 2,
-                    context: str | ContextStrategy = "memory", max_turns: int = 16, max_new_tokens: int = 96,
-                    seed: int = 12345, temperature: float = 0.0, samples: int = 1) -> list[dict[str, Any]]:
+                    context: str | ContextStrategy = "memory", search: str = "retriever", max_turns: int = 16,
+                    max_new_tokens: int = 96, seed: int = 12345, temperature: float = 0.0, samples: int = 1
+                    ) -> list[dict[str, Any]]:
     """The final ``info`` of ``samples`` episodes on each of ``episodes`` questions (question ``q``'s are
     ``[q * samples, (q + 1) * samples)``), greedy at temperature 0, else sampled from a stream fixed by
     ``seed``. The questions depend only on ``seed`` (and the first ``n`` are the same for any
-    ``episodes >= n``), so policies evaluated with the same seed answer the same questions."""
+    ``episodes >= n``), so policies evaluated with the same seed answer the same questions. ``search``: the
+    environment's (``"oracle"``: every search shows the next hop's gold document)."""
     rng = np.random.default_rng(seed)
     groups = [rng.choice(len(task.questions), objectives, replace=False).tolist() for _ in range(episodes)]
     retriever, strategy = make_retriever(None, task.corpus), make_strategy(context)  # one each for every env
-    envs = [MemSearchQAEnv(task, retriever=retriever, objectives=objectives, context=strategy, max_turns=max_turns,
-                           tokenizer=backend.tokenizer) for _ in range(episodes * samples)]
+    envs = [MemSearchQAEnv(task, retriever=retriever, search=search, objectives=objectives, context=strategy,
+                           max_turns=max_turns, tokenizer=backend.tokenizer) for _ in range(episodes * samples)]
     rollouts = collect_rollouts(backend, envs, groups, max_new_tokens=max_new_tokens, temperature=temperature,
                                 seed=seed if temperature else None)
     return [r.info for r in rollouts]

@@ -34,12 +34,15 @@ from agents.scripted import ANSWERING
 from algorithms.batch import AGGREGATIONS
 from algorithms.tracking import Tracker, check_loggers
 from mempo_env.context import ContextStrategy, make_strategy
+from mempo_env.env import SEARCH_MODES
 from mempo_env.tasks import make_generated_task, resolve_task
 from mempo_env.types import QATask
 
 # torch, transformers and scipy (seconds to import) come with train(): --help stays fast.
 
 CONTROLS = ("none", "shuffled")
+# The memory reward's variants (algorithms/memory_reward.py, docs/learners.md#memory-reward-variants).
+MEMORY_REWARDS = ("mempo", "progress", "infomem", "write")
 # What may change when a run is resumed: its budget and how it is measured, not what it learns.
 RESUMABLE = ("steps", "eval_episodes", "eval_samples", "eval_every", "curve_questions", "reward_window",
              "checkpoint_every", "log", "threads", "device")
@@ -137,6 +140,14 @@ class Config:
     agg: str = "seq-mean-token-mean"
     """loss aggregation: "seq-mean-token-mean" (every rollout weighs the same, whatever its turns) or
     "token-mean" (algorithms/batch.py)"""
+    memory_reward: str = "mempo"
+    """the memory reward MemPO adds (docs/learners.md#memory-reward-variants): "mempo" (the spec's
+    P(gold | memory) - P(gold | history)), "progress" (the same, normalised among turns at equal evidence
+    found), "infomem" (the final memory's answer log-likelihood gain over an empty memory, successful
+    rollouts only) or "write" (each memory's gain over the one before it)"""
+    search: str = "retriever"
+    """what a search returns in training and evaluation: "retriever" (BM25's top-k) or "oracle" (the gold
+    document of the next hop not yet shown, docs/environment.md#oracle-evidence-search)"""
     mem_first_turn: bool = False
     """give the first turn's <mem> a memory advantage too"""
     mem_include_tags: bool = True
@@ -196,6 +207,12 @@ class Config:
                              f"got {self.min_objectives}")
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {tuple(REWARDS)}, not {self.reward!r}")
+        if self.memory_reward not in MEMORY_REWARDS:
+            raise ValueError(f"memory_reward must be one of {MEMORY_REWARDS}, not {self.memory_reward!r}")
+        if self.algo == "grpo" and self.memory_reward != "mempo":
+            raise ValueError(f"memory_reward {self.memory_reward!r} needs algo mempo: grpo has no memory term")
+        if self.search not in SEARCH_MODES:
+            raise ValueError(f"search must be one of {SEARCH_MODES}, not {self.search!r}")
         if self.control not in CONTROLS:
             raise ValueError(f"control must be one of {CONTROLS}, not {self.control!r}")
         if self.agg not in AGGREGATIONS:
@@ -390,12 +407,12 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agents.backends import make_backend
-    from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, shuffled_within_groups
+    from algorithms.advantages import grpo_advantages, shuffled_within_groups
     from algorithms.batch import build_samples, generated_tokens
     from algorithms.compute import Setting, candidates, fastest, num_threads
     from algorithms.evaluate import defined, greedy_and_sampled, per_question
     from algorithms.loss import ppo_loss
-    from algorithms.memory_reward import answer_probabilities, scored_turns
+    from algorithms.memory_reward import memory_term
     from algorithms.prefix_tree import pack_logprobs, packs, sequence_logprobs
     from algorithms.rollout import collect_rollouts, encode
     from algorithms.sft import default_warmup
@@ -441,7 +458,7 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
 
     # 2. The environment: one per rollout, sharing the task and the search index.
     retriever = make_retriever(None, task.corpus)
-    envs = [MemSearchQAEnv(task, retriever=retriever, objectives=cfg.objectives, context=strategy,
+    envs = [MemSearchQAEnv(task, retriever=retriever, search=cfg.search, objectives=cfg.objectives, context=strategy,
                            max_turns=cfg.max_turns, tokenizer=tokenizer)
             for _ in range(cfg.questions_per_step * cfg.group_size)]
 
@@ -467,7 +484,7 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
     curve = [c for c in load_done(curve_path) if c["step"] <= start]
     write_atomic(curve_path, "".join(json.dumps(c) + "\n" for c in curve))
 
-    evaluation = dict(objectives=cfg.objectives, context=strategy, max_turns=cfg.max_turns,
+    evaluation = dict(objectives=cfg.objectives, context=strategy, search=cfg.search, max_turns=cfg.max_turns,
                       max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, samples=cfg.eval_samples)
 
     def curve_point(step: int) -> float:
@@ -510,24 +527,21 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
             if cfg.control == "shuffled":
                 a_out = shuffled_within_groups(a_out, group_ids, control)
 
-            # 5. Memory advantage (MemPO): P(gold | memory) - P(gold | full history), per scored turn,
-            #    normalised over all scored turns of the same question; added to that turn's <mem> tokens.
+            # 5. Memory advantage (MemPO): by default P(gold | memory) - P(gold | full history), per scored
+            #    turn, normalised over all scored turns of the same question (--memory-reward: the
+            #    variants); added to that turn's <mem> tokens.
             a_mem: dict[tuple[int, int], float] = {}
             mem_stats: dict[str, float] = {}
             if cfg.algo == "mempo":
-                pairs = scored_turns(rollouts, first_turn=cfg.mem_first_turn)
-                p_mem, p_full = answer_probabilities(backend, rollouts, pairs, think=cfg.answer_think,
-                                                     prefix=cfg.answer_prefix,
-                                                     model=model if cfg.backend == "hf" else None)
-                if pairs:
-                    r_mem = memory_rewards(torch.tensor(p_mem), torch.tensor(p_full))
-                    pools = group_ids[[i for i, _ in pairs]]
-                    adv = memory_advantages(r_mem, pools)
+                term = memory_term(cfg.memory_reward, backend, rollouts, group_ids, first_turn=cfg.mem_first_turn,
+                                   think=cfg.answer_think, prefix=cfg.answer_prefix,
+                                   model=model if cfg.backend == "hf" else None)
+                if term.pairs:
+                    adv = term.advantages
                     if cfg.control == "shuffled":
-                        adv = shuffled_within_groups(adv, pools, control)
-                    a_mem = {pair: a.item() for pair, a in zip(pairs, adv)}
-                    mem_stats = {"p_mem": float(np.mean(p_mem)), "p_full": float(np.mean(p_full)),
-                                 "r_mem": r_mem.mean().item()}
+                        adv = shuffled_within_groups(adv, term.pools, control)
+                    a_mem = {pair: a.item() for pair, a in zip(term.pairs, adv)}
+                    mem_stats = term.stats
             timer.lap("memory_reward_s")
 
             # 6. PPO-clip + KL on the exact generated tokens (prompt and tool tokens carry no loss), their

@@ -33,6 +33,7 @@ class TurnRecord:
     mem_span: tuple[int, int] | None  # [start, end) of the <mem> block within response_ids
     full_context: list[Message]  # spec snapshots, for the memory reward
     mem_context: list[Message] | None
+    found: int = 0  # gold evidence items the replies before this turn showed (info["memory_found"])
 
 
 @dataclass
@@ -91,7 +92,7 @@ class Episode:
         obs, _, terminated, truncated, info = self.env.step(action)
         self.rollout.turns.append(TurnRecord(
             self.prompt_ids, response_ids, logprobs, mem_token_span(tok, response_ids, self.include_tags),
-            info["full_context"], info["mem_context"],
+            info["full_context"], info["mem_context"], info["memory_found"],
         ))
         self.done = terminated or truncated
         if self.done:

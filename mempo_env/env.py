@@ -42,6 +42,7 @@ from mempo_env.types import Document, QARecord, QATask
 from mempo_env.views import Message, count_tokens, full_view, mem_context
 
 RESET_OPTIONS = ("index", "objectives", "questions")
+SEARCH_MODES = ("retriever", "oracle")
 _SURROGATE, _REPLACEMENT = re.compile("[\ud800-\udfff]"), "\ufffd"  # the code points UTF-8 cannot encode, and U+FFFD
 # A character takes at most 6 bytes of JSON (a control character's \u escape) and a message's keys,
 # role and separators under 64, so a view under this bound fits without being encoded.
@@ -83,6 +84,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         task_seed: int = 0,
         retriever: str | Retriever | None = None,
         retriever_options: dict[str, Any] | None = None,
+        search: str = "retriever",
         cache_dir: str | Path | None = "default",
         context: str | ContextStrategy = "memory",
         prompt: str = "train",
@@ -113,6 +115,11 @@ class MemSearchQAEnv(gym.Env[list, str]):
                 ``timeout`` (seconds, or (connect, read)), ``attempts``, ``backoff``, ``max_wait`` (the longest
                 pause between tries) and ``pool_size`` (``RemoteRetriever``); for BM25 ``k1`` and ``b``; for an
                 index folder ``threads``.
+            search: what a ``<search>`` returns: ``"retriever"`` (the retriever's top-k for the query) or
+                ``"oracle"`` (the gold document of the next hop whose document the episode has not shown yet,
+                whatever the query; "No results." once every hop's has been shown). The oracle takes
+                retrieval out of the task, as LongMemEval's oracle split does, so F1 lost there is lost by
+                memory; the retriever is still built (``access`` and wrappers may use it) but not searched.
             cache_dir: where the BM25 index is cached; ``"default"`` uses ``$MEMPO_CACHE_DIR`` or
                 ``~/.cache/mempo_env``, ``None`` disables the cache.
             context: the context strategy that builds each observation (``mempo_env.context``): ``"memory"``
@@ -143,6 +150,8 @@ class MemSearchQAEnv(gym.Env[list, str]):
         task_seed = _integer("task_seed", task_seed, minimum=None)
         end_on_invalid = _boolean("end_on_invalid", end_on_invalid)
         require_search = _boolean("require_search", require_search)
+        if search not in SEARCH_MODES:
+            raise ValueError(f"search must be one of {SEARCH_MODES}, not {search!r}")
         if max_context_tokens is not None:
             if tokenizer is None:
                 raise ValueError("max_context_tokens needs a tokenizer")
@@ -154,7 +163,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         self.strategy = make_strategy(context)
         self.context, self.prompt = self.strategy.name, get_prompt(prompt)
         self.max_turns, self.topk, self.obs_budget, self.objectives = max_turns, topk, obs_budget, objectives
-        self.end_on_invalid, self.require_search = end_on_invalid, require_search
+        self.end_on_invalid, self.require_search, self.search = end_on_invalid, require_search, search
         self.tokenizer, self.max_context_tokens, self.render_mode = tokenizer, max_context_tokens, render_mode
         self.action_space = FreeText()
         self.observation_space = ChatMessages()
@@ -183,6 +192,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
                           {"role": "user", "content": self.prompt.user(questions)}]
         self._turns: list[Turn] = []
         self._seen: dict[str, Document] = {}
+        self._shown: set[str] = set()  # ids of every document a reply has shown (the oracle's progress)
         self._n_searches = self._n_invalid = 0
         self._cost = {"total_chars": 0, "peak_chars": 0, "total_tokens": 0, "peak_tokens": 0}
         self._history, self._events = History(questions, self._messages), []
@@ -268,6 +278,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         history = full_view(self._messages)
         # Run the tool before touching any state, so a retriever failure can be retried.
         reply, doc_ids = self._act(turn)
+        self._shown.update(doc_ids)
         answered = turn.valid and turn.action == "answer"
         terminated = answered or (not turn.valid and self.end_on_invalid)
 
@@ -329,7 +340,7 @@ class MemSearchQAEnv(gym.Env[list, str]):
         if not turn.valid:
             return corrective_message(turn), []
         if turn.action == "search":
-            hits = self.retriever.search([turn.argument], self.topk)[0]
+            hits = self._oracle() if self.search == "oracle" else self.retriever.search([turn.argument], self.topk)[0]
             for h in hits:
                 self._seen[h.document.id] = h.document
             per_doc = self.obs_budget // max(len(hits), 1)
@@ -343,6 +354,15 @@ class MemSearchQAEnv(gym.Env[list, str]):
                 return self._tool_response(f"No document with id or title {turn.argument!r}."), []
             return self._tool_response(render_hits([Hit(doc, 0.0)])), [doc.id]
         return None, []
+
+    def _oracle(self) -> list[Hit]:
+        """The oracle's search result: the gold document of the first hop, in question and hop order, that
+        no reply has shown yet (hops whose document is not in the corpus are skipped); none once all were."""
+        for record in self._records:
+            for step in record.chain:
+                if step.doc_id not in self._shown and step.doc_id in self._docs_by_id:
+                    return [Hit(self._docs_by_id[step.doc_id], 1.0)]
+        return []
 
     def _tool_response(self, body: str) -> str:
         """The reply to a tool call; documents and quoted arguments are neutralised (protocol rule 5), and

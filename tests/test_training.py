@@ -294,6 +294,9 @@ def test_checkpoint_swap_survives_a_kill_at_any_point(warmup, tmp_path):
     (["--min-objectives", "11"], "min_objectives must be 0 or from 1 to objectives (6), got 11"),
     (["--context", "window:0"], "window:K needs a positive integer K (the turns kept), got 0"),
     (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not 'tpu'"),
+    (["--memory-reward", "query"], "memory_reward must be one of ('mempo', 'progress', 'infomem', 'write'), not"),
+    (["--memory-reward", "write"], "memory_reward 'write' needs algo mempo"),
+    (["--search", "gold"], "search must be one of ('retriever', 'oracle'), not 'gold'"),
 ])
 def test_bad_cli_values_exit_2_naming_the_value(args, message, capsys):
     from algorithms.mempo import main
