@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from agents.backends.base import PolicyBackend
+from agents.summariser import make_strategy
 from algorithms.rollout import collect_rollouts
-from mempo_env.context import ContextStrategy, make_strategy
+from mempo_env.context import ContextStrategy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.types import QATask

@@ -31,9 +31,10 @@ import tyro
 
 from agents.backends import check_backend_spec
 from agents.scripted import ANSWERING
+from agents.summariser import make_strategy
 from algorithms.batch import AGGREGATIONS
 from algorithms.tracking import Tracker, check_loggers
-from mempo_env.context import ContextStrategy, make_strategy
+from mempo_env.context import ContextStrategy
 from mempo_env.tasks import make_generated_task, resolve_task
 from mempo_env.types import QATask
 

@@ -68,9 +68,9 @@ def config(options: Options, objectives: int) -> Any:
 def collect(cfg: Any, steps: int, backend: Any) -> list[tuple[int, list[Any]]]:
     """``(step, rollouts)`` for steps ``0..steps-1`` of ``cfg``'s run, as ``algorithms.mempo.train`` plays them
     from its start: the same question groups (``question_groups``), environments and sampling seeds."""
+    from agents.summariser import make_strategy
     from algorithms.mempo import datasets, question_groups
     from algorithms.rollout import collect_rollouts
-    from mempo_env.context import make_strategy
     from mempo_env.env import MemSearchQAEnv
     from mempo_env.retrieval import make_retriever
 

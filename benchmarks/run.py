@@ -44,8 +44,9 @@ from tqdm import tqdm
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
+from agents.summariser import make_strategy
 from benchmarks.report import CONFIG, EPISODES, BenchmarkError, episode_key, read_config, read_episodes, write_report
-from mempo_env.context import ContextStrategy, make_strategy
+from mempo_env.context import ContextStrategy
 from mempo_env.prompts import get_prompt
 from mempo_env.retrieval import make_retriever
 from mempo_env.retrieval.base import Retriever, RetrieverError
