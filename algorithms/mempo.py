@@ -309,7 +309,7 @@ def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]
 def reward_average(lines: list[dict[str, Any]], window: int) -> tuple[float, float]:
     """The rollout reward's moving average over the last ``window`` steps' metrics lines and its 95%
     interval, over their question groups (the independent unit: a group's rollouts share a question)."""
-    from benchmarks.summary import mean_ci
+    from agents.statistics import mean_ci
 
     return mean_ci([g for line in lines[-window:] for g in line.get("group_rewards", [])])
 
@@ -323,6 +323,8 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agents.backends import make_backend
+    from agents.episode_log import load_done, write_atomic
+    from agents.statistics import jsonable, markdown_table, mean_ci, summarize
     from algorithms.advantages import grpo_advantages, memory_advantages, memory_rewards, shuffled_within_groups
     from algorithms.batch import build_samples, generated_tokens
     from algorithms.compute import Setting, candidates, fastest, num_threads
@@ -332,8 +334,6 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
     from algorithms.prefix_tree import pack_logprobs, packs, sequence_logprobs
     from algorithms.rollout import collect_rollouts, encode
     from algorithms.sft import default_warmup
-    from benchmarks.run import load_done, write_atomic
-    from benchmarks.summary import jsonable, markdown_table, mean_ci, summarize
     from mempo_env.env import MemSearchQAEnv
     from mempo_env.retrieval import make_retriever
     from mempo_env.views import render_prompt

@@ -51,13 +51,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from agents.episode_log import load_done, read_episodes
+from agents.statistics import METRICS, jsonable, mean_ci, summarize, units_to_resolve
 from algorithms.compute import cpu_name
 from algorithms.mempo import RESUMABLE, Config, load_checkpoint, train
 from algorithms.sft import default_warmup
-from benchmarks.report import CONFIG, BenchmarkError, Comparison, load_run, read_episodes, write_comparison
+from benchmarks.report import CONFIG, BenchmarkError, Comparison, load_run, write_comparison
 from benchmarks.report import EPISODES as EPISODE_LOG
-from benchmarks.run import _int_list, evaluate, load_done
-from benchmarks.summary import METRICS, jsonable, mean_ci, summarize, units_to_resolve
+from benchmarks.run import _int_list, evaluate
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
 from mempo_env.types import QATask
@@ -685,7 +686,7 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
             signed(row.get("training recall - control"), 100, 1), *held_out_cells(row, " recall")]) + " |")
     lines += ["", "### MemPO − GRPO", "",
               "Last column: how many training seeds like these a mean of this size needs before its 95% interval "
-              "over seeds excludes 0 (`benchmarks.summary.units_to_resolve`; –: a zero mean, one seed, or over "
+              "over seeds excludes 0 (`agents.statistics.units_to_resolve`; –: a zero mean, one seed, or over "
               "10,000).",
               "", "| measure | mempo − grpo | by training seed | seeds to clear 0 |", "|---|---|---|---|"]
     for row in tables["mempo_grpo"]:

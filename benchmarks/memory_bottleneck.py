@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=2, help="sampled episodes per question")
     parser.add_argument("--pool-seeds", action="store_true", help="one row per arm: its training seeds together")
     args = parser.parse_args(argv)
-    from benchmarks.report import read_episodes  # the runner's reader: a folder still being written reads too
+    from agents.episode_log import read_episodes  # the runner's reader: a folder still being written reads too
 
     if args.play:
         if len(args.run) > 1:

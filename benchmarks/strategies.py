@@ -43,11 +43,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from agents.statistics import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
 from algorithms.sft import SHIPPED, SFTConfig, oracle_turns, recipe, warm_up
 from benchmarks.learners import commit, in_parallel, machine
 from benchmarks.report import BenchmarkError, Comparison, load_run, write_comparison
 from benchmarks.run import _int_list, build_strategies, evaluate
-from benchmarks.summary import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
 

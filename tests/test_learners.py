@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from agents.statistics import mean_ci, summarize
 from algorithms.compute import num_threads
 from algorithms.mempo import load_checkpoint
 from benchmarks import learners
 from benchmarks.learners import HEADING, RECORD_HEADING, compare, question_tables, seed_averaged, write_results_section
 from benchmarks.report import BenchmarkError
-from benchmarks.summary import mean_ci, summarize
 
 TINY = dict(steps=1, questions_per_step=2, group_size=2, max_turns=4, max_new_tokens=8, minibatch_size=8,
             pack_tokens=256, objectives=2, eval_every=1, curve_questions=1, eval_samples=1)

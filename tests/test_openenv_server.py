@@ -23,7 +23,7 @@ from openenv.core.utils import convert_to_ws_url
 from openenv_helpers import openenv_client
 
 from agents import make_agent
-from benchmarks.run import play
+from agents.runner import play
 from mempo_env import MemSearchQAEnv
 from mempo_env.openenv_server import (
     MemSearchQAAction,
