@@ -112,11 +112,11 @@ class AsyncVectorPath:
 
 
 class OpenEnvPath:
-    """The OpenEnv server (``mempo_env.openenv_server``, the ``openenv`` extra) on loopback, one WebSocket
+    """The OpenEnv server (``integrations.openenv_server``, the ``openenv`` extra) on loopback, one WebSocket
     session per slot through OpenEnv's own client: the observation and info as they arrive over the wire."""
 
     def __init__(self, num_envs: int, env_kwargs: dict[str, Any]) -> None:
-        from mempo_env.openenv_server import MemSearchQAAction, MemSearchQAClient, serve_in_thread
+        from integrations.openenv_server import MemSearchQAAction, MemSearchQAClient, serve_in_thread
 
         self.action = MemSearchQAAction
         self._stack = contextlib.ExitStack()

@@ -21,7 +21,7 @@ HEAVY = ("torch", "transformers", "vllm", "sglang")
 # as plain scripts with no options), and mempo_verl.main, a Hydra program of the verl environment.
 NOT_ARGPARSE = {"benchmarks.bench_bm25", "benchmarks.bench_engines", "mempo_verl.main"}
 # Programs whose own light dependencies come with an extra (skipped where it is not installed).
-NEEDS = {"mempo_env.openenv_server": "openenv", "memsearchqa.search": "verifiers"}  # memsearchqa: .venv-verifiers
+NEEDS = {"integrations.openenv_server": "openenv", "memsearchqa.search": "verifiers"}  # memsearchqa: .venv-verifiers
 
 PROBE = """
 import contextlib, io, runpy, sys

@@ -258,7 +258,7 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.concurrency": parse_only("benchmarks.concurrency", "minutes over a 1M-passage index; "
                                          "tests/test_concurrency_benchmark.py runs it at tiny settings",
                                          lambda m, a: m.main(a)),
-    "mempo_env.openenv_server": parse_only("mempo_env.openenv_server", "a server that runs until stopped; "
+    "integrations.openenv_server": parse_only("integrations.openenv_server", "a server that runs until stopped; "
                                            "tests/test_openenv_server.py serves through it", lambda m, a: m.main(a),
                                            extra="openenv"),
     "algorithms.mempo": parse_only("algorithms.mempo", TRAINING, lambda m, a: m.main("mempo", a), tyro_cli=True),

@@ -25,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agents.episode_log import read_episodes  # the runner's own reader of its log
 from mempo_env.tasks.hf_datasets import import_datasets
 from mempo_env.views import prepare_prompt
 
@@ -64,8 +65,6 @@ def prompt_dataset(env: gym.Env, episodes: int | None = None, *, seed: int = 0) 
 
 def _records(episodes: str | Path | Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     if isinstance(episodes, (str, Path)):
-        from agents.episode_log import read_episodes  # the runner's own reader of its log
-
         if not Path(episodes).is_file():
             raise FileNotFoundError(f"episode log {episodes} not found")
         return read_episodes(Path(episodes))
