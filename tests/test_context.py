@@ -12,9 +12,9 @@ from agents import OracleAgent
 from agents.base import Agent
 from mempo_env import Document, MemSearchQAEnv, QARecord, QATask
 from mempo_env.context import STRATEGIES, ContextStrategy, WindowContext, make_strategy, register_strategy
+from mempo_env.context.summary import NOTE, ExtractiveSummariser, SummaryRequest, SummaryStrategy
 from mempo_env.protocol import parse_turn
 from mempo_env.retrieval import Hit
-from mempo_env.context.summary import NOTE, ExtractiveSummariser, SummaryRequest, SummaryStrategy
 from mempo_env.views import count_tokens, full_view, prepare_prompt
 
 DOCS = [Document("d1", "Zorb", "Zorb is a film. It runs for 90 minutes. The director of Zorb is Ann Lee. Zorb won."),

@@ -1,6 +1,6 @@
-"""The hostile-action soak (benchmarks/soak.py) at a small size through every serialising path it
+"""The hostile-action soak (benchmarks/experiments/soak.py) at a small size through every serialising path it
 knows, in both views: every observation in the observation space, every info encodable, every
-episode ended with its final info. (100,000 actions a path: ``python -m benchmarks.soak``.)"""
+episode ended with its final info. (100,000 actions a path: ``python -m benchmarks.experiments.soak``.)"""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import itertools
 
 import pytest
 
-from benchmarks.hostile import KNOWN, hostile_actions
-from benchmarks.soak import PATHS, Outcome, PlainPath, run, soak
+from benchmarks.experiments.soak import KNOWN, PATHS, Outcome, PlainPath, hostile_actions, run, soak
 
 ACTIONS = 500  # KNOWN's huge actions first, then about 5 more huge ones in the seeded mix
 

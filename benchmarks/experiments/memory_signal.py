@@ -1,6 +1,6 @@
 """Does MemPO's memory reward track memory content? R_mem against the turn's memory recall and the episode's EM.
 
-    python -m benchmarks.memory_signal --objectives 6,8,10 --out runs/memory-signal
+    python -m benchmarks.experiments.memory_signal --objectives 6,8,10 --out runs/memory-signal
 
 MemPO rewards a turn's ``<mem>`` with ``R_mem = P_mem - P_full`` (spec section 8), a proxy for what the
 memory holds; ``mempo_env.recall`` measures the content itself (of the gold evidence found so far, the
@@ -461,7 +461,8 @@ def combine(sources: Sequence[Path], out: Path, n: int, seed: int = 0) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory_signal", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.memory_signal",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--objectives", default="6,8,10", help="horizons, comma-separated")
     parser.add_argument("--out", default="runs/memory-signal", help="folder for memory_signal.json, table.md, the plot")
     parser.add_argument("--steps", type=int, default=2, help="the default run's first steps to play (4 question "

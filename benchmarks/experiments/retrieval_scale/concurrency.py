@@ -1,7 +1,8 @@
 """The environment under concurrency: episodes per second, lost episodes and memory per session of
 ``gym.make_vec(..., vectorization_mode="async")`` and of the OpenEnv server, over one shared index.
 
-    python -m benchmarks.concurrency --index runs/scale/index-1000000 --queries runs/scale/queries-1000000.json
+    python -m benchmarks.experiments.retrieval_scale.concurrency --index runs/scale/index-1000000 \\
+        --queries runs/scale/queries-1000000.json
 
 Every session plays ``--episodes`` timed episodes after a first one (which imports and maps what
 searching needs; it counts as played or lost, not in the time). They are the same scripted episode,
@@ -164,7 +165,8 @@ def run_openenv(n: int, episodes: int, env_args: list[str], queries: list[str]) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.concurrency", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.retrieval_scale.concurrency",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--index", required=True, help="an index folder (python -m mempo_env.retrieval.index)")
     parser.add_argument("--queries", required=True, help="a JSON list of queries that match its corpus")
     parser.add_argument("--sessions", default=",".join(map(str, SESSIONS)), help="concurrent sessions, comma-separated")
