@@ -52,7 +52,7 @@ def test_the_soak_reports_a_path_that_breaks_its_promises() -> None:
 def test_a_path_whose_extra_is_missing_is_left_out_by_default_and_refused_by_name(monkeypatch, capsys) -> None:
     import importlib.util
 
-    from benchmarks import soak as module
+    from benchmarks.experiments import soak as module
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "fastapi" else real(name, *a))
