@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agents.summariser import make_strategy
 from algorithms.rollout import Rollout
-from mempo_env.context import ContextStrategy, make_strategy
+from mempo_env.context import ContextStrategy
 
 if TYPE_CHECKING:
     import torch

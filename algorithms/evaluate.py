@@ -4,7 +4,7 @@ RL optimises the sampled policy: at 10 objectives the warm-up's rollouts at temp
 10 answers against 6.6 greedy, and that gap is where the group signal lives. So a policy is measured
 both ways, on the same questions: greedy F1 (one episode per question) and sampled F1 (``samples``
 episodes per question at the rollout temperature, averaged per question). Questions are the unit of
-every interval and of every paired difference (tables: benchmarks.summary).
+every interval and of every paired difference (tables: agents.statistics).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from agents.backends.base import PolicyBackend
+from agents.summariser import make_strategy
 from algorithms.rollout import collect_rollouts
-from mempo_env.context import ContextStrategy, make_strategy
+from mempo_env.context import ContextStrategy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.types import QATask

@@ -30,10 +30,12 @@ import numpy as np
 import tyro
 
 from agents.backends import check_backend_spec
+from agents.episode_log import RunFolderError, hold_folder, load_done, read_episodes, write_atomic
 from agents.scripted import ANSWERING
+from agents.summariser import make_strategy
 from algorithms.batch import AGGREGATIONS
 from algorithms.tracking import Tracker, check_loggers
-from mempo_env.context import ContextStrategy, make_strategy
+from mempo_env.context import ContextStrategy
 from mempo_env.env import SEARCH_MODES
 from mempo_env.tasks import make_generated_task, resolve_task
 from mempo_env.types import QATask
@@ -225,11 +227,6 @@ class Config:
         self.run_dir = self.run_dir or f"runs/{self.algo}"
 
 
-class RunFolderError(RuntimeError):
-    """A run folder the learner cannot continue as it stands (a damaged or lost checkpoint): the message
-    names what is wrong and what to do, and the command line prints it as one line."""
-
-
 # ---- checkpoints: model, optimizer, RNG, step; the data position is a function of the step ----
 def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, optimizer: Any, step: int) -> None:
     """Written to a temporary folder and renamed, so a kill never leaves a half-written checkpoint; its
@@ -282,7 +279,6 @@ def resume_point(run_dir: Path, cfg: Config) -> Path | None:
     with a ``RunFolderError``, before anything is written: a checkpoint folder without its ``step.json``,
     and logs past the run's first checkpoint with no checkpoint there: it was lost, and starting again
     would rewrite their history."""
-    from benchmarks.report import read_config, read_episodes
 
     ckpt = load_checkpoint(run_dir)
     fix = "restore it, or start the run over in another --run-dir; nothing was changed"
@@ -297,7 +293,10 @@ def resume_point(run_dir: Path, cfg: Config) -> Path | None:
         # a step's line is written before its checkpoint: a line past the first checkpoint's step (in the
         # settings the logs were written with, or the ones given now, whichever checkpoints sooner) means
         # that checkpoint was written
-        saved = read_config(run_dir)
+        try:
+            saved = json.loads((run_dir / "config.json").read_text())
+        except (OSError, ValueError):  # none, or damaged: the settings given now decide alone
+            saved = {}
         saved = saved if isinstance(saved, dict) else {}
         first = min(v for v in (saved.get("checkpoint_every"), saved.get("steps"), cfg.checkpoint_every, cfg.steps)
                     if isinstance(v, int))
@@ -312,8 +311,6 @@ def check_history(run_dir: Path, start: int) -> None:
     """A run resumed at step ``start`` needs ``metrics.jsonl`` to record steps 1 to ``start`` once each (a
     step's line is written before its checkpoint); else its history is damaged, and a run continued from it
     would log a gap or a repeat and average rewards over them, so it is refused before anything is written."""
-    from benchmarks.report import read_episodes
-
     path = run_dir / "metrics.jsonl"
     records = read_episodes(path) if path.is_file() else []
     steps = sorted(m["step"] for m in records if isinstance(m, dict) and isinstance(m.get("step"), int))
@@ -381,7 +378,7 @@ def question_groups(cfg: Config, step: int, n_questions: int) -> list[list[int]]
 def reward_average(lines: list[dict[str, Any]], window: int) -> tuple[float, float]:
     """The rollout reward's moving average over the last ``window`` steps' metrics lines and its 95%
     interval, over their question groups (the independent unit: a group's rollouts share a question)."""
-    from benchmarks.summary import mean_ci
+    from agents.statistics import mean_ci
 
     return mean_ci([g for line in lines[-window:] for g in line.get("group_rewards", [])])
 
@@ -391,8 +388,6 @@ def train(cfg: Config, data: tuple[QATask, QATask] | None = None, strategy: Cont
     """Train, checkpoint and evaluate as ``cfg`` says; ``data``: ``datasets(cfg)`` and ``strategy``:
     ``make_strategy(cfg.context)``, if already made. The run folder is held for the whole run: a second
     learner on it fails at once (two would interleave their metrics and race on the checkpoint)."""
-    from benchmarks.run import hold_folder
-
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with hold_folder(run_dir, "--run-dir"):
@@ -407,6 +402,7 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agents.backends import make_backend
+    from agents.statistics import jsonable, markdown_table, mean_ci, summarize
     from algorithms.advantages import grpo_advantages, shuffled_within_groups
     from algorithms.batch import build_samples, generated_tokens
     from algorithms.compute import Setting, candidates, fastest, num_threads
@@ -416,8 +412,6 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
     from algorithms.prefix_tree import pack_logprobs, packs, sequence_logprobs
     from algorithms.rollout import collect_rollouts, encode
     from algorithms.sft import default_warmup
-    from benchmarks.run import load_done, write_atomic
-    from benchmarks.summary import jsonable, markdown_table, mean_ci, summarize
     from mempo_env.env import MemSearchQAEnv
     from mempo_env.retrieval import make_retriever
     from mempo_env.views import render_prompt
@@ -708,11 +702,9 @@ def main(algo: str = "mempo", argv: list[str] | None = None, description: str = 
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from benchmarks.report import BenchmarkError
-
     try:
         train(cfg, data, strategy)
-    except (RunFolderError, BenchmarkError) as e:  # a busy, damaged or lost run folder: one line, exit 2
+    except RunFolderError as e:  # a busy, damaged or lost run folder: one line, exit 2
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
 

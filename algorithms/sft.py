@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING
 import tyro
 
 from agents import OracleAgent
+from agents.summariser import make_strategy
 from algorithms.compute import Setting, candidates, cpu_name, fastest, num_threads
 from algorithms.rollout import encode
-from mempo_env.context import ContextStrategy, make_strategy
+from mempo_env.context import ContextStrategy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
 from mempo_env.tasks import make_generated_task

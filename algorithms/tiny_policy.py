@@ -20,7 +20,7 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 import mempo_env  # noqa: F401
 from agents import OracleAgent
-from benchmarks.run import run_episode
+from agents.runner import run_episode
 from mempo_env.prompts import PROMPTS
 from mempo_env.tasks import make_generated_task
 from mempo_env.tasks.generated import NAME_WORDS

@@ -3,7 +3,7 @@ line whose agent is named after its view, as in a comparison of strategies, is l
 
 The figures answer the benchmark's question at a glance: does accuracy hold while the cost grows
 slowly as more questions share an episode? Shaded bands are the tables' 95% intervals
-(``benchmarks.summary``); lines that coincide (an oracle scoring 100% in both views) stay visible
+(``agents.statistics``); lines that coincide (an oracle scoring 100% in both views) stay visible
 through their own style, marker and a small sideways offset.
 """
 
@@ -20,7 +20,7 @@ matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from benchmarks.summary import LABELS, PERCENT  # noqa: E402
+from agents.statistics import LABELS, PERCENT  # noqa: E402
 
 # Per view: line style, marker, marker size, filled, x shift (a fraction of the x range). A filled dot
 # inside a hollow square, side by side, shows both views where they score the same. Other context

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.summary import GROUP, jsonable, markdown_table, summarize
+from agents.episode_log import read_episodes
+from agents.statistics import GROUP, jsonable, markdown_table, summarize
 
 EPISODES, CONFIG = "episodes.jsonl", "config.json"
 EPISODE_KEY = ("agent", "context", "objectives", "episode")  # what identifies an episode within a run
@@ -30,19 +31,6 @@ EPISODE_KEY = ("agent", "context", "objectives", "episode")  # what identifies a
 
 class BenchmarkError(ValueError):
     """Bad input to a benchmark command: the message says what and how to fix it."""
-
-
-def read_episodes(path: Path) -> list[dict[str, Any]]:
-    """The complete records of a JSONL log, skipping torn lines (a run killed mid-write, or the
-    interleaved writes of two runs an older runner let share a folder)."""
-    records = []
-    with path.open() as f:
-        for line in f:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:

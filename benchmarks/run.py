@@ -29,13 +29,10 @@ is not what ends the oracle's episodes; ``--turns-per-objective 0`` keeps the pa
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
-import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +41,11 @@ from tqdm import tqdm
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
-from benchmarks.report import CONFIG, EPISODES, BenchmarkError, episode_key, read_config, read_episodes, write_report
-from mempo_env.context import ContextStrategy, make_strategy
+from agents.episode_log import RunFolderError, hold_folder, load_done, write_atomic
+from agents.runner import play
+from agents.summariser import make_strategy
+from benchmarks.report import CONFIG, EPISODES, BenchmarkError, episode_key, read_config, write_report
+from mempo_env.context import ContextStrategy
 from mempo_env.prompts import get_prompt
 from mempo_env.retrieval import make_retriever
 from mempo_env.retrieval.base import Retriever, RetrieverError
@@ -54,86 +54,7 @@ from mempo_env.tasks import resolve_task
 from mempo_env.types import QATask
 
 OBJECTIVES = (1, 2, 4, 6, 8, 10)
-LOCK = "run.lock"
 CONTEXTS = ("memory", "full")
-KEEP = ("answer", "score", "aligned_score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow",
-        "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens", "context_events",
-        "episode_memory_recall", "episode_context_recall", "memory_recall_turns", "evidence_items", "memory_per_turn")
-
-
-def episode_record(env: gym.Env, info: dict[str, Any]) -> dict[str, Any]:
-    """What the log keeps of a finished episode: metrics, the questions and the whole trajectory."""
-    record = {k: info[k] for k in KEEP if k in info}
-    record["question_ids"] = [o["id"] for o in info["objectives"]]
-    record["questions"] = [o["question"] for o in info["objectives"]]
-    record["golden_answers"] = [o["answers"] for o in info["objectives"]]
-    record["trajectory"] = env.unwrapped.messages
-    return record
-
-
-def play(agent: Agent, envs: Sequence[gym.Env], seeds: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Play one episode per seed, ``len(envs)`` at a time in lockstep (one ``act_batch`` call per
-    turn); yield ``(index into seeds, record)`` as each episode finishes."""
-    queue = list(enumerate(seeds))
-    free, live = list(envs), []  # live: [index, env, observation, info]
-    while queue or live:
-        while queue and free:
-            i, seed = queue.pop(0)
-            env = free.pop()
-            live.append([i, env, *env.reset(seed=seed)])
-        actions = agent.act_batch([slot[2] for slot in live], [slot[3] for slot in live])
-        still = []
-        for (i, env, _, _), action in zip(live, actions):
-            obs, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                free.append(env)
-                yield i, episode_record(env, info)
-            else:
-                still.append([i, env, obs, info])
-        live = still
-
-
-def run_episode(env: gym.Env, agent: Agent, seed: int) -> dict[str, Any]:
-    """One episode from ``env.reset(seed=seed)`` to its end."""
-    return next(play(agent, [env], [seed]))[1]
-
-
-def load_done(path: Path) -> list[dict[str, Any]]:
-    """Finished records of a log. A torn last line (killed mid-write) is cut off, so that the next
-    append starts a line of its own; complete lines are never rewritten, so a kill here loses none."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        os.truncate(path, data.rfind(b"\n") + 1)
-    return read_episodes(path)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: a kill leaves the old file or the new, never part of one."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-@contextmanager
-def hold_folder(out: Path, option: str = "--out") -> Iterator[None]:
-    """Hold ``out`` for one run: a second run into it fails at once, naming this process and the command's
-    ``option`` that picks another folder. The kernel drops the lock when the process ends, however it
-    ends, so a killed run leaves none behind."""
-    with (out / LOCK).open("a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            raise BenchmarkError(f"{out} is in use by another run (pid {f.read().strip() or '?'}); wait for it "
-                                 f"to end or use another {option}") from None
-        f.truncate(0)
-        f.write(f"{os.getpid()}\n")
-        f.flush()
-        yield
-
-
 def dataset_name(dataset: str | Path | QATask | None, split: str | None, task: QATask) -> str:
     """The run's data in a word: ``generated-test``, a shared set's entry (``hotpotqa-train100``), a
     question file's stem or a ``QATask``'s name."""
@@ -295,7 +216,7 @@ def evaluate(
     verbose: bool = True,
 ) -> list[dict[str, Any]]:
     """Evaluate every agent x context x objectives cell on ``episodes`` episodes; return the summary
-    rows (``benchmarks.summary.summarize``) of that grid and write the run to ``out_dir`` (see the module doc).
+    rows (``agents.statistics.summarize``) of that grid and write the run to ``out_dir`` (see the module doc).
 
     ``split``: ``None`` is the generated task's ``test`` or a shared set's default split.
     ``contexts``: context strategies by name (``memory``, ``full``, ``window:K``,
@@ -432,7 +353,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                            max_context_tokens=args.max_context_tokens,
                            retriever=args.retriever, record_retrieval=args.record_retrieval,
                            replay_retrieval=args.replay_retrieval, batch_size=args.batch, plots=not args.no_plots)
-    except BenchmarkError as e:
+    except (BenchmarkError, RunFolderError) as e:
         p.error(str(e))
     print(f"written to {args.out}")
     return records

@@ -6,11 +6,18 @@ the generated default task.
 
 from gymnasium.envs.registration import WrapperSpec, register
 
-from mempo_env.context import ContextEvent, ContextStrategy, History, make_strategy, register_strategy
+from mempo_env.context import (
+    ContextEvent,
+    ContextStrategy,
+    History,
+    SummaryRequest,
+    SummaryStrategy,
+    make_strategy,
+    register_strategy,
+)
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.protocol import RULES, check_trajectory, extract_answer, parse_turn
 from mempo_env.reward import exact_match, f1_score, normalize_answer, score_answer
-from mempo_env.summary import SummaryRequest, SummaryStrategy
 from mempo_env.types import Document, OracleStep, QARecord, QATask
 from mempo_env.views import full_view, mem_context, prepare_prompt, render_prompt
 

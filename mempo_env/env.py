@@ -124,8 +124,9 @@ class MemSearchQAEnv(gym.Env[list, str]):
                 ``~/.cache/mempo_env``, ``None`` disables the cache.
             context: the context strategy that builds each observation (``mempo_env.context``): ``"memory"``
                 (prepare_prompt view), ``"full"`` (whole history), ``"window:K"`` (the last K turns),
-                ``"summary[:CHARS[:SUMMARISER]]"`` (ReSum), ``"summary+keep1[...]"`` (ReSum keeping the
-                latest turn), a name given to ``register_strategy``, or a ``ContextStrategy``.
+                ``"summary[:CHARS[:extractive]]"`` (ReSum), ``"summary+keep1[...]"`` (ReSum keeping the
+                latest turn), a name given to ``register_strategy``, or a ``ContextStrategy`` (one with a
+                model summariser: ``agents.summariser.make_strategy("summary:8000:hf:DIR")``).
                 ``env.context`` is its name, ``env.strategy`` the strategy.
             prompt: prompt template name (``"train"``, ``"eval"`` or a versioned name).
             max_turns: turn budget; the episode is truncated when it runs out (a ``TimeLimit`` from

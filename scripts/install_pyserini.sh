@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates the pyserini environment for benchmarks/lucene.py (default ./.venv-pyserini; another path in
+# Creates the pyserini environment for benchmarks/experiments/retrieval_scale/lucene.py (default ./.venv-pyserini; another path in
 # $1): Lucene BM25 through pyserini, the retriever Search-R1's BM25 server uses, as the anchor the scale
 # benchmark compares against. It is separate from the main environment because pyserini pins its own
 # stack (transformers, onnxruntime, spacy, nmslib, ...) and needs a JVM; the project is not installed in it.
@@ -13,7 +13,7 @@
 # is capped below 2: pyserini/encode/_openai.py builds `openai.OpenAI(api_key='')` at import, which the
 # 1.x client accepts and later ones refuse ("Missing credentials").
 #
-# Then: .venv-pyserini/bin/python benchmarks/lucene.py --help
+# Then: .venv-pyserini/bin/python benchmarks/experiments/retrieval_scale/lucene.py --help
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${1:-.venv-pyserini}"
@@ -24,7 +24,7 @@ fi
 pip=("$venv/bin/python" -m pip install -q)
 "${pip[@]}" torch==2.13.0
 # datasets: Search-R1's BM25 server reads passage contents through datasets.load_dataset when the
-# index does not store them (its own index builder does not), and benchmarks/lucene.py does the same.
+# index does not store them (its own index builder does not), and benchmarks/experiments/retrieval_scale/lucene.py does the same.
 "${pip[@]}" pyserini==0.25.0 faiss-cpu "openai<2" datasets
 "$venv/bin/python" -c "
 from importlib.metadata import version

@@ -1,4 +1,4 @@
-"""OpenEnv's own client on a server of ``mempo_env.openenv_server`` (tests/test_openenv_server.py)."""
+"""OpenEnv's own client on a server of ``integrations.openenv_server`` (tests/test_openenv_server.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mempo_env.openenv_server import MemSearchQAClient, serve_in_thread
+from integrations.openenv_server import MemSearchQAClient, serve_in_thread
 
 
 @contextmanager

@@ -5,7 +5,7 @@ import pytest
 
 import mempo_env  # noqa: F401
 from agents import OracleAgent, RandomAgent, WeakAgent, make_agent
-from benchmarks.run import run_episode
+from agents.runner import run_episode
 from mempo_env.protocol import check_trajectory
 from mempo_env.retrieval import Hit
 from mempo_env.tasks import make_generated_task

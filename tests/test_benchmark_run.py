@@ -12,10 +12,11 @@ import pytest
 from shared_data import needs_shared
 
 from agents import OracleAgent
-from benchmarks.report import BenchmarkError, read_episodes
+from agents.episode_log import read_episodes
+from agents.statistics import jsonable
+from benchmarks.report import BenchmarkError
 from benchmarks.report import main as report
 from benchmarks.run import evaluate, main
-from benchmarks.summary import jsonable
 
 ARGS = ["--agents", "oracle,weak", "--objectives", "1,2", "--context", "memory", "--episodes", "4", "--no-plots"]
 ROOT = Path(__file__).resolve().parents[1]

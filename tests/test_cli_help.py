@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agents", "algorithms", "benchmarks", "mempo_env", "mempo_verl", "memsearchqa")
+PACKAGES = ("agents", "algorithms", "benchmarks", "integrations", "mempo_env", "mempo_verl", "memsearchqa")
 HEAVY = ("torch", "transformers", "vllm", "sglang")
 # Not programs with options: pytest-benchmark files (bench_bm25 and bench_engines run under pytest, or
 # as plain scripts with no options), and mempo_verl.main, a Hydra program of the verl environment.
 NOT_ARGPARSE = {"benchmarks.bench_bm25", "benchmarks.bench_engines", "mempo_verl.main"}
 # Programs whose own light dependencies come with an extra (skipped where it is not installed).
-NEEDS = {"mempo_env.openenv_server": "openenv", "memsearchqa.search": "verifiers"}  # memsearchqa: .venv-verifiers
+NEEDS = {"integrations.openenv_server": "openenv", "memsearchqa.search": "verifiers"}  # memsearchqa: .venv-verifiers
 
 PROBE = """
 import contextlib, io, runpy, sys
@@ -42,12 +42,13 @@ def programs() -> list[str]:
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"):
-                found.append(".".join(path.relative_to(ROOT).with_suffix("").parts))
+                found.append(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__main__"))
     return [m for m in found if m not in NOT_ARGPARSE]
 
 
 def test_the_programs_are_found():
-    assert {"algorithms.mempo", "algorithms.sft", "benchmarks.learners", "benchmarks.run"} <= set(programs())
+    assert {"algorithms.mempo", "algorithms.sft", "benchmarks.experiments.learner_comparison",
+            "benchmarks.run"} <= set(programs())
 
 
 @pytest.mark.parametrize("module", programs())

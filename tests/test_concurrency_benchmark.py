@@ -1,4 +1,5 @@
-"""benchmarks.concurrency on a tiny index: every episode is counted as played or lost, through both paths."""
+"""benchmarks.experiments.retrieval_scale.concurrency on a tiny index: every episode is counted as played or lost,
+through both paths."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import concurrency
 from benchmarks.bench_bm25 import iter_corpus
+from benchmarks.experiments.retrieval_scale import concurrency
 from mempo_env.retrieval.index import build_index
 
 

@@ -12,9 +12,9 @@ from agents import OracleAgent
 from agents.base import Agent
 from mempo_env import Document, MemSearchQAEnv, QARecord, QATask
 from mempo_env.context import STRATEGIES, ContextStrategy, WindowContext, make_strategy, register_strategy
+from mempo_env.context.summary import NOTE, ExtractiveSummariser, SummaryRequest, SummaryStrategy
 from mempo_env.protocol import parse_turn
 from mempo_env.retrieval import Hit
-from mempo_env.summary import NOTE, ExtractiveSummariser, SummaryRequest, SummaryStrategy
 from mempo_env.views import count_tokens, full_view, prepare_prompt
 
 DOCS = [Document("d1", "Zorb", "Zorb is a film. It runs for 90 minutes. The director of Zorb is Ann Lee. Zorb won."),
@@ -197,9 +197,13 @@ class Echo(Agent):
 
 @pytest.mark.parametrize("summariser", ["random:3", Echo()])
 def test_an_agent_spec_or_an_agent_summarises(summariser):
-    _, infos = play(toy_env(context=SummaryStrategy(2500, summariser)), SEARCHES + [ANSWER])
+    from agents.summariser import make_strategy, make_summariser  # the agents layer builds model summarisers
+
+    _, infos = play(toy_env(context=SummaryStrategy(2500, make_summariser(summariser))), SEARCHES + [ANSWER])
     assert [e["outcome"] for e in infos[-1]["context_events"]][:1] in (["summarised"], ["neutralised"])
     assert make_strategy("summary:2500:random:3").name == "summary:2500:random:3"
+    with pytest.raises(ValueError, match="unknown agent spec 'nope'"):
+        make_strategy("summary:800:nope")
 
 
 def _slow(release: threading.Event):
@@ -264,7 +268,7 @@ def test_one_summary_strategy_serves_several_environments():
     ("window:x", "window:K needs a positive integer"), ("window:1.5", "window:K needs a positive integer"),
     ("window:-1", "window:K needs a positive integer"), ("memory:2", "'memory' takes no argument"),
     ("summary:lots", "needs CHARS, a positive integer"), ("summary:0", "budget must be an integer >= 1"),
-    ("summary:800:nope", "unknown agent spec 'nope'"),
+    ("summary:800:nope", "summariser 'nope': the environment knows 'extractive'"),
     ("summary+keep1:lots", r"summary\+keep1:CHARS\[:SUMMARISER\] needs CHARS"),
 ])
 def test_a_bad_name_fails_when_the_environment_is_made(spec, error):

@@ -99,7 +99,8 @@ def test_a_broken_link_and_a_missing_anchor_are_named(tmp_path, monkeypatch):
                                          "docs/a.md: nope.md: no such file"]
 
 
-@pytest.mark.parametrize("module", ["benchmarks.learners", "benchmarks.strategies"])
+@pytest.mark.parametrize("module", ["benchmarks.experiments.learner_comparison.settings",
+                                    "benchmarks.experiments.context_strategies"])
 def test_each_generated_block_sits_under_the_heading_its_generator_writes_to(module):
     """A rerun with ``--results-md benchmarks/RESULTS.md`` replaces the blocks in place: RESULTS.md and
     the experiment's record each hold the generator's heading, then its one block, with no other

@@ -181,7 +181,7 @@ def benchmarks_report(args: list[str], cwd: Path) -> str:
 
 
 def benchmarks_soak(args: list[str], cwd: Path) -> str:
-    from benchmarks import soak
+    from benchmarks.experiments import soak
 
     own_parser(lambda: soak.main(args))
     run_main(lambda: soak.main(with_option(args, "--actions", "20")))
@@ -189,7 +189,7 @@ def benchmarks_soak(args: list[str], cwd: Path) -> str:
 
 
 def benchmarks_index_verify(args: list[str], cwd: Path) -> str:
-    from benchmarks import index_verify
+    from benchmarks.experiments.retrieval_scale import index_verify
 
     own_parser(lambda: index_verify.main(args))
     reduced = with_option(with_option(with_option(args, "--sizes", "2000"), "--rounds", "1"), "--out", str(cwd / "iv"))
@@ -243,12 +243,14 @@ TRAINING = "training: minutes to hours (tests/test_training.py trains a step of 
 MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.run": benchmarks_run,
     "benchmarks.report": benchmarks_report,
-    "benchmarks.soak": benchmarks_soak,
-    "benchmarks.index_verify": benchmarks_index_verify,
-    "benchmarks.learners": parse_only("benchmarks.learners", "about 2 hours on 2 cores; tests/test_learners.py runs "
-                                      "it at tiny settings", lambda m, a: m.main(a)),
-    "benchmarks.strategies": parse_only("benchmarks.strategies", "about 1 hour on 2 cores; tests/test_strategies.py "
-                                        "runs it at tiny settings", lambda m, a: m.main(a)),
+    "benchmarks.experiments.soak": benchmarks_soak,
+    "benchmarks.experiments.retrieval_scale.index_verify": benchmarks_index_verify,
+    "benchmarks.experiments.learner_comparison": parse_only(
+        "benchmarks.experiments.learner_comparison.comparison", "about 2 hours on 2 cores; tests/test_learners.py runs "
+        "it at tiny settings", lambda m, a: m.main(a)),
+    "benchmarks.experiments.context_strategies": parse_only(
+        "benchmarks.experiments.context_strategies", "about 1 hour on 2 cores; tests/test_strategies.py "
+        "runs it at tiny settings", lambda m, a: m.main(a)),
     "benchmarks.bench_step": parse_only("benchmarks.bench_step", "about 10 minutes of training steps on 2 cores",
                                         lambda m, a: m.main(a)),
     "benchmarks.systems": parse_only("benchmarks.systems", "minutes of micro-benchmarks; tests/test_systems.py runs "
@@ -257,18 +259,19 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
                                              "tests/test_retrieval.py serves through it", lambda m, a: m.main(a)),
     "mempo_env.retrieval.index": parse_only("mempo_env.retrieval.index", "minutes to hours of indexing; "
                                             "tests/test_index.py builds through it", lambda m, a: m.main(a)),
-    "benchmarks.memory_signal": parse_only("benchmarks.memory_signal", "about 10 minutes of rollouts and scoring "
-                                           "a temperature on 2 cores; tests/test_memory_signal.py runs it at tiny "
-                                           "settings", lambda m, a: m.main(a)),
-    "benchmarks.memory_bottleneck": parse_only("benchmarks.memory_bottleneck", "about 5 minutes of held-out episodes "
-                                               "with --play on 2 cores; tests/test_memory_bottleneck.py runs it",
-                                               lambda m, a: m.main(a)),
-    "benchmarks.scale": parse_only("benchmarks.scale", "about 15 minutes at 1M passages on 2 cores; "
-                                   "tests/test_scale_benchmark.py runs it at tiny settings", lambda m, a: m.main(a)),
-    "benchmarks.concurrency": parse_only("benchmarks.concurrency", "minutes over a 1M-passage index; "
-                                         "tests/test_concurrency_benchmark.py runs it at tiny settings",
-                                         lambda m, a: m.main(a)),
-    "mempo_env.openenv_server": parse_only("mempo_env.openenv_server", "a server that runs until stopped; "
+    "benchmarks.experiments.memory_signal": parse_only(
+        "benchmarks.experiments.memory_signal", "about 10 minutes of rollouts and scoring a temperature on 2 cores; "
+        "tests/test_memory_signal.py runs it at tiny settings", lambda m, a: m.main(a)),
+    "benchmarks.experiments.memory_bottleneck": parse_only(
+        "benchmarks.experiments.memory_bottleneck", "about 5 minutes of held-out episodes with --play on 2 cores; "
+        "tests/test_memory_bottleneck.py runs it", lambda m, a: m.main(a)),
+    "benchmarks.experiments.retrieval_scale.scale": parse_only(
+        "benchmarks.experiments.retrieval_scale.scale", "about 15 minutes at 1M passages on 2 cores; "
+        "tests/test_scale_benchmark.py runs it at tiny settings", lambda m, a: m.main(a)),
+    "benchmarks.experiments.retrieval_scale.concurrency": parse_only(
+        "benchmarks.experiments.retrieval_scale.concurrency", "minutes over a 1M-passage index; "
+        "tests/test_concurrency_benchmark.py runs it at tiny settings", lambda m, a: m.main(a)),
+    "integrations.openenv_server": parse_only("integrations.openenv_server", "a server that runs until stopped; "
                                            "tests/test_openenv_server.py serves through it", lambda m, a: m.main(a),
                                            extra="openenv"),
     "algorithms.mempo": parse_only("algorithms.mempo", TRAINING, lambda m, a: m.main("mempo", a), tyro_cli=True),

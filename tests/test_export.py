@@ -11,8 +11,9 @@ from doc_snippets import documented, run_reduced
 
 import mempo_env  # noqa: F401
 from agents import OracleAgent, WeakAgent
-from benchmarks.run import evaluate, run_episode
-from mempo_env.export import prompt_dataset, prompt_rows, trajectory_dataset, trajectory_rows
+from agents.runner import run_episode
+from benchmarks.run import evaluate
+from integrations.datasets_export import prompt_dataset, prompt_rows, trajectory_dataset, trajectory_rows
 from mempo_env.tasks import make_generated_task
 from mempo_env.types import QARecord, QATask
 

@@ -9,7 +9,7 @@ TEST = "tests/test_learner_docs.py::test_the_documented_learner_commands_parse"
 
 def test_the_documented_learner_commands_parse(monkeypatch):
     import algorithms.mempo as mempo
-    import benchmarks.learners as learners
+    import benchmarks.experiments.learner_comparison.comparison as learners
     from benchmarks.bench_step import parser
 
     parsed = []
@@ -26,7 +26,7 @@ def test_the_documented_learner_commands_parse(monkeypatch):
             before = len(parsed)
             if module in ("algorithms.mempo", "algorithms.grpo"):
                 mempo.main(module.split(".")[1], args)
-            elif module == "benchmarks.learners":
+            elif module == "benchmarks.experiments.learner_comparison":
                 learners.main(args)
             elif module == "benchmarks.bench_step":
                 parsed.append(parser().parse_args(args))

@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from agents.statistics import mean_ci, summarize
 from algorithms.compute import num_threads
 from algorithms.mempo import load_checkpoint
-from benchmarks import learners
-from benchmarks.learners import HEADING, RECORD_HEADING, compare, question_tables, seed_averaged, write_results_section
+from benchmarks.experiments.learner_comparison import comparison as learners
+from benchmarks.experiments.learner_comparison.comparison import compare
+from benchmarks.experiments.learner_comparison.report import write_results_section
+from benchmarks.experiments.learner_comparison.settings import HEADING, RECORD_HEADING
+from benchmarks.experiments.learner_comparison.tables import question_tables, seed_averaged
 from benchmarks.report import BenchmarkError
-from benchmarks.summary import mean_ci, summarize
 
 TINY = dict(steps=1, questions_per_step=2, group_size=2, max_turns=4, max_new_tokens=8, minibatch_size=8,
             pack_tokens=256, objectives=2, eval_every=1, curve_questions=1, eval_samples=1)
@@ -88,7 +91,7 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     first, kept = md.read_text(), record.read_text()
     assert first.index(HEADING) < first.index("### Learning") < first.index("The reading.") < first.index("## Next")
     assert "### MemPO − GRPO" in first and "### (a)" not in first and "(docs/experiments/learners.md)" in first
-    assert "python -m benchmarks.learners" not in first and "library call" in first  # the command that made it
+    assert "python -m benchmarks.experiments.learner_comparison" not in first and "library call" in first  # its command
     assert all((tmp_path / f"results/learners_{name}.png").is_file() for name in ("curves", "f1", "cost"))
     assert kept.index("What was tried.") < kept.index("### Learning") < kept.index("### (a)")
     assert "](../../results/learners_curves.png)" in kept and report.rstrip() in kept
@@ -245,7 +248,7 @@ def test_git_commits_what_an_archive_keeps_and_ignores_the_work_folder():
 
 
 def test_the_report_leaves_out_the_arms_a_comparison_did_not_train():
-    from benchmarks.learners import learning_tables, markdown
+    from benchmarks.experiments.learner_comparison.tables import learning_tables, markdown
 
     settings = {"seeds": [0], "objectives": [6], "sampled_objectives": [6], "long_from": 6, "episodes": 2,
                 "samples": 1, "arms": ["mempo", "grpo", "control"], "task": "t", "warmup": "w", "prompt": "train",
@@ -334,7 +337,7 @@ def test_seeds_are_averaged_per_question_not_pooled_as_independent_episodes():
 
 
 def test_policy_cells_stay_in_their_range_and_differences_keep_their_sign():
-    from benchmarks.learners import text
+    from benchmarks.experiments.learner_comparison.tables import text
 
     assert text((0.005, 0.01), 100, 1, bounded=True) == "0.5 [0.0, 1.5]"  # F1 near 0: no negative bound
     assert text((0.99, 0.03), 100, 1, bounded=True) == "99.0 [96.0, 100.0]"
@@ -343,7 +346,7 @@ def test_policy_cells_stay_in_their_range_and_differences_keep_their_sign():
 
 
 def test_the_report_writes_changes_as_signed_differences():
-    from benchmarks.learners import markdown
+    from benchmarks.experiments.learner_comparison.tables import markdown
 
     records = [{"agent": arm, "train_seed": None if arm == "warm-up" else 0, "objectives": k, "episode": e,
                 "f1": 1.0 if k == 1 else 0.25 * e, "total_tokens": 100} for arm in ("warm-up", "mempo", "grpo")
@@ -363,7 +366,7 @@ def test_the_report_writes_changes_as_signed_differences():
 def test_learning_is_measured_by_training_seed_against_the_control_and_the_start():
     """Training reward: each run's second half, minus its seed's control; held-out F1: each seed's policy
     minus the start's (or its seed's control's) on the same questions; the interval is over the seeds."""
-    from benchmarks.learners import learning_markdown, learning_tables
+    from benchmarks.experiments.learner_comparison.tables import learning_markdown, learning_tables
 
     settings = {"seeds": [0, 1], "objectives": [2, 6], "sampled_objectives": [6], "long_from": 6, "episodes": 2,
                 "learner": {"steps": 4}}
@@ -399,7 +402,8 @@ def test_memory_recall_is_compared_per_question_leaving_out_episodes_that_found_
     """Recall against the start and the control, and MemPO − GRPO, paired per question like F1; a question
     where no seed found evidence (recall None) has no recall to compare, and a seed without it is left out
     of its question's mean."""
-    from benchmarks.learners import RECALL, learning_markdown, learning_tables
+    from benchmarks.experiments.learner_comparison.settings import RECALL
+    from benchmarks.experiments.learner_comparison.tables import learning_markdown, learning_tables
 
     settings = {"seeds": [0, 1], "objectives": [6], "sampled_objectives": [6], "long_from": 6, "episodes": 3,
                 "learner": {"steps": 2}}

@@ -1,6 +1,8 @@
-"""benchmarks/lucene.py, the pyserini anchor of the scale benchmark, run in its own venv on a tiny corpus.
+"""benchmarks/experiments/retrieval_scale/lucene.py, the pyserini anchor of the scale benchmark, run in its own venv
+on a tiny corpus.
 
-The runs call ``.venv-pyserini/bin/python benchmarks/lucene.py`` (``scripts/install_pyserini.sh``:
+The runs call ``.venv-pyserini/bin/python benchmarks/experiments/retrieval_scale/lucene.py``
+(``scripts/install_pyserini.sh``:
 pyserini 0.25.0 and a JDK) and are skipped without it; CI installs it and runs this file (``.ci/run``).
 The corpus checks at the end are plain Python and run in the main environment too.
 
@@ -21,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.lucene import InputError, convert_corpus
+from benchmarks.experiments.retrieval_scale.lucene import InputError, convert_corpus
 from mempo_env.types import Document
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_PYTHON = ROOT / ".venv-pyserini" / "bin" / "python"
-SCRIPT = ROOT / "benchmarks" / "lucene.py"
+SCRIPT = ROOT / "benchmarks" / "experiments" / "retrieval_scale" / "lucene.py"
 TOPK = 5
 NUM_DOCS = 300
 
@@ -34,7 +36,8 @@ NUM_DOCS = 300
 @pytest.fixture(scope="module")
 def venv_python() -> Path:
     if not VENV_PYTHON.is_file():
-        pytest.skip(f"no {VENV_PYTHON.relative_to(ROOT)}: benchmarks/lucene.py runs in pyserini's own venv "
+        pytest.skip(f"no {VENV_PYTHON.relative_to(ROOT)}: benchmarks/experiments/retrieval_scale/lucene.py runs in "
+                    "pyserini's own venv "
                     "(bash scripts/install_pyserini.sh makes it, in about 10 minutes; .ci/run does not)")
     return VENV_PYTHON
 

@@ -1,4 +1,5 @@
-"""benchmarks.memory_bottleneck on hand-made episodes: each F1 loss goes to the first thing that went wrong."""
+"""benchmarks.experiments.memory_bottleneck on hand-made episodes: each F1 loss goes to the first thing that went
+wrong."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import memory_bottleneck as mb
+from benchmarks.experiments import memory_bottleneck as mb
 
 
 def episode(f1: float, answer: str, turns: list[tuple[int, int]], evidence: int = 2, agent: str = "p",

@@ -6,7 +6,7 @@ from shared_data import needs_shared
 
 import mempo_env  # noqa: F401
 from agents import OracleAgent
-from benchmarks.summary import markdown_table, summarize
+from agents.statistics import markdown_table, summarize
 from mempo_env import Document, MemSearchQAEnv, OracleStep, QARecord, QATask
 from mempo_env.recall import holds, words
 from mempo_env.retrieval import Hit

@@ -1,4 +1,4 @@
-"""benchmarks.memory_signal: the memory reward joined with memory recall, and the statistics over the join.
+"""benchmarks.experiments.memory_signal: the memory reward joined with memory recall, and the statistics over the join.
 
 The statistics are checked on constructed rows whose answers are exact (a correlation of +1 or -1, or
 undefined); the join on real rollouts of the shipped warm-up at a tiny size (seconds).
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from benchmarks.memory_signal import (
+from benchmarks.experiments.memory_signal import (
     Columns,
     Options,
     bootstrap,

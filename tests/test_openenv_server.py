@@ -1,4 +1,4 @@
-"""The OpenEnv server (``mempo_env.openenv_server``) driven over loopback by OpenEnv's own clients
+"""The OpenEnv server (``integrations.openenv_server``) driven over loopback by OpenEnv's own clients
 (openenv-core 0.3.0, the ``openenv`` extra): whole episodes observe and score as on the local env,
 16 concurrent sessions stay apart, bad actions and reset options get the env's errors, a client that
 vanishes mid-episode frees its session, and non-ASCII or large text crosses intact."""
@@ -23,9 +23,8 @@ from openenv.core.utils import convert_to_ws_url
 from openenv_helpers import openenv_client
 
 from agents import make_agent
-from benchmarks.run import play
-from mempo_env import MemSearchQAEnv
-from mempo_env.openenv_server import (
+from agents.runner import play
+from integrations.openenv_server import (
     MemSearchQAAction,
     MemSearchQAClient,
     MemSearchQAEnvironment,
@@ -33,6 +32,7 @@ from mempo_env.openenv_server import (
     parse_args,
     serve_in_thread,
 )
+from mempo_env import MemSearchQAEnv
 
 SETTINGS = {"objectives": 2, "prompt": "eval", "split": "test"}
 FINAL = ("score", "em", "f1", "format_ok", "format_failed", "n_turns", "n_searches", "total_chars", "peak_chars")
@@ -242,7 +242,7 @@ def test_the_documented_snippet() -> None:
         assert block.tested_by == "tests/test_openenv_server.py::test_the_documented_snippet"
     [command] = shell_commands(command_block)
     module, argv = python_module_args(command.removesuffix("&").strip())
-    assert module == "mempo_env.openenv_server"
+    assert module == "integrations.openenv_server"
     args = parse_args(argv)
     assert (args.host, args.port) == ("127.0.0.1", 8000)
     with serve_in_thread(max_sessions=args.max_sessions, **args.env_kwargs) as (url, _):

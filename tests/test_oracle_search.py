@@ -7,7 +7,7 @@ from gymnasium.utils.env_checker import check_env
 
 import mempo_env  # noqa: F401
 from agents import OracleAgent
-from benchmarks.run import run_episode
+from agents.runner import run_episode
 from mempo_env import Document, MemSearchQAEnv, QARecord, QATask
 from mempo_env.tasks import make_generated_task
 from mempo_env.types import OracleStep

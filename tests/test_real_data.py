@@ -7,7 +7,7 @@ from shared_data import needs_shared
 
 import mempo_env  # noqa: F401
 from agents import OracleAgent, WeakAgent
-from benchmarks.run import run_episode
+from agents.runner import run_episode
 from mempo_env.tasks.loaders import load_shared
 
 # recall@3 of the oracle's hop queries, measured over every hop of each full set (benchmarks/RESULTS.md, section 2);

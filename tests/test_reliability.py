@@ -1,4 +1,4 @@
-"""The reliability benchmark (``benchmarks/reliability.py``) as a regression test: every fault it
+"""The reliability benchmark (``benchmarks/experiments/reliability.py``) as a regression test: every fault it
 injects is refused clearly or absorbed, none answered wrongly or crashed on. The quick cases run by
 default; the kill cases (server, builder, learner: real processes, SIGKILL) are slow."""
 
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from benchmarks.reliability import OUTCOMES, Try, clear_refusal, run_cases, table
+from benchmarks.experiments.reliability import OUTCOMES, Try, clear_refusal, run_cases, table
 
 
 def defects(tries: list[Try]) -> list[Try]:

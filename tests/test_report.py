@@ -66,8 +66,8 @@ def test_report_of_a_folder_that_is_not_a_run(tmp_path, capsys):
 
 
 def test_plots_explain_their_bands_and_keep_them_in_range():
+    from agents.statistics import summarize
     from benchmarks.plots import figures
-    from benchmarks.summary import summarize
 
     def episodes(agent, context, k, f1):
         return [{"agent": agent, "context": context, "objectives": k, "em": v, "f1": v, "total_chars": 100.0 * (i + 1),

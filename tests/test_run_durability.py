@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agents import OracleAgent
+from agents.episode_log import read_episodes
 from benchmarks.report import main as report
-from benchmarks.report import read_episodes
 from benchmarks.run import evaluate, main
 
 ARGS = ["--agents", "oracle", "--objectives", "1,2", "--context", "memory", "--episodes", "3", "--no-plots"]

@@ -1,4 +1,4 @@
-"""benchmarks.scale end to end on tiny corpora, and the streamed corpus it writes.
+"""benchmarks.experiments.retrieval_scale.scale end to end on tiny corpora, and the streamed corpus it writes.
 
 The numbers themselves are not checked (they are the benchmark's findings, and depend on the
 machine); what is checked is that every level is measured without a lost request and that the
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import scale
 from benchmarks.bench_bm25 import corpus, iter_corpus
+from benchmarks.experiments.retrieval_scale import scale
 
 
 def test_the_streamed_corpus_is_the_cached_one_whatever_the_chunk() -> None:

@@ -1,6 +1,6 @@
-"""The hostile-action soak (benchmarks/soak.py) at a small size through every serialising path it
+"""The hostile-action soak (benchmarks/experiments/soak.py) at a small size through every serialising path it
 knows, in both views: every observation in the observation space, every info encodable, every
-episode ended with its final info. (100,000 actions a path: ``python -m benchmarks.soak``.)"""
+episode ended with its final info. (100,000 actions a path: ``python -m benchmarks.experiments.soak``.)"""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import itertools
 
 import pytest
 
-from benchmarks.hostile import KNOWN, hostile_actions
-from benchmarks.soak import PATHS, Outcome, PlainPath, run, soak
+from benchmarks.experiments.soak import KNOWN, PATHS, Outcome, PlainPath, hostile_actions, run, soak
 
 ACTIONS = 500  # KNOWN's huge actions first, then about 5 more huge ones in the seeded mix
 
@@ -53,7 +52,7 @@ def test_the_soak_reports_a_path_that_breaks_its_promises() -> None:
 def test_a_path_whose_extra_is_missing_is_left_out_by_default_and_refused_by_name(monkeypatch, capsys) -> None:
     import importlib.util
 
-    from benchmarks import soak as module
+    from benchmarks.experiments import soak as module
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "fastapi" else real(name, *a))

@@ -7,9 +7,17 @@ from pathlib import Path
 import pytest
 from doc_blocks import code_blocks, python_module_args, shell_commands
 
-from benchmarks import strategies
+from benchmarks.experiments import context_strategies as strategies
+from benchmarks.experiments.context_strategies import (
+    HEADING,
+    RECORD_HEADING,
+    TESTED_BY,
+    compare,
+    failures,
+    outcome,
+    write_results_section,
+)
 from benchmarks.report import BenchmarkError
-from benchmarks.strategies import HEADING, RECORD_HEADING, TESTED_BY, compare, failures, outcome, write_results_section
 
 TINY = dict(episodes=4, worlds=2, objectives=(2,), steps=1, batch_size=2, microbatch_size=1, warmup_steps=1,
             threads=1, precision="fp32")
@@ -105,7 +113,8 @@ def test_a_bad_option_is_a_one_line_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit:
         strategies.main(["--strategies", "memory,window:x", "--out", str(tmp_path / "x")])
     assert exit.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("python -m benchmarks.strategies: error: ")
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "python -m benchmarks.experiments.context_strategies: error: ")
     assert not (tmp_path / "x").exists()
 
 
@@ -142,7 +151,8 @@ def test_failures_count_endings_and_summaries_per_cell():
 
 
 def test_the_documented_strategy_commands_parse(monkeypatch):
-    """Every benchmarks.strategies command that the documents print, parsed by the program itself."""
+    """Every benchmarks.experiments.context_strategies command that the documents print, parsed by the program
+    itself."""
     parsed = []
     monkeypatch.setattr(strategies, "compare", lambda out, **settings: parsed.append(settings) or {})
     monkeypatch.setattr(strategies, "write_results_section", lambda out, path, record: path)  # nothing written
@@ -151,6 +161,6 @@ def test_the_documented_strategy_commands_parse(monkeypatch):
     for block in blocks:
         for command in shell_commands(block):
             module, args = python_module_args(command)
-            assert module == "benchmarks.strategies", f"{block.where}: {command!r}"
+            assert module == "benchmarks.experiments.context_strategies", f"{block.where}: {command!r}"
             strategies.main(args)
     assert parsed and all(settings["strategies"] for settings in parsed)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from benchmarks.summary import interval, jsonable, markdown_table, mean_ci, summarize
+from agents.statistics import interval, jsonable, markdown_table, mean_ci, summarize
 
 Z = 1.959963984540054  # the 97.5% normal quantile
 
@@ -41,7 +41,7 @@ def test_t_interval_of_a_known_sample():
 
 
 def test_seeds_to_resolve_a_difference_are_the_fewest_whose_interval_excludes_zero():
-    from benchmarks.summary import units_to_resolve
+    from agents.statistics import units_to_resolve
 
     # mean 0.2, sd 0.1: t(2) 4.303 x 0.1 / sqrt(3) = 0.248 >= 0.2, t(3) 3.182 x 0.1 / 2 = 0.159 < 0.2
     assert units_to_resolve([0.1, 0.2, 0.3]) == 4

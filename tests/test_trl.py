@@ -35,9 +35,9 @@ from agents import make_agent  # noqa: E402
 from algorithms.compute import num_threads  # noqa: E402
 from algorithms.sft import SHIPPED  # noqa: E402
 from algorithms.tiny_policy import CHATML  # noqa: E402
-from mempo_env.export import prompt_dataset  # noqa: E402
+from integrations.datasets_export import prompt_dataset  # noqa: E402
+from integrations.trl_env import MemSearchQAToolEnv, use_protocol_templates  # noqa: E402
 from mempo_env.tasks import make_generated_task  # noqa: E402
-from mempo_env.trl_env import MemSearchQAToolEnv, use_protocol_templates  # noqa: E402
 from mempo_env.views import render_prompt  # noqa: E402
 
 DOC = "docs/trainers.md"

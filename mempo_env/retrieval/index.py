@@ -462,7 +462,7 @@ class BM25Index:
         # Import the tokenizer and compile (or load from numba's cache) the scorer now, not at the first
         # query: processes forked after an index is opened (gym.make_vec's async workers, which the
         # parent's probe env precedes; the server's workers) share those pages instead of a copy each,
-        # 16 instead of 82 MB a worker on 1M passages (benchmarks.concurrency).
+        # 16 instead of 82 MB a worker on 1M passages (benchmarks.experiments.retrieval_scale.concurrency).
         self.rank([""], 1)
 
     def _open(self, where: Path) -> None:

@@ -12,7 +12,8 @@ when it becomes free (after an optional ``window`` for more to join) and makes o
 them; each request gets its own slice back. ``--workers N`` (default: the cores) forks N processes
 on one listening socket, each with its own batcher and its share of the cores as scoring threads:
 HTTP and JSON hold Python's interpreter lock, so processes, not threads, put every core to work
-(measured in ``benchmarks.scale``). They share one memory-mapped index through the page cache.
+(measured in ``benchmarks.experiments.retrieval_scale.scale``). They share one memory-mapped index through
+the page cache.
 A request with more than ``max_queries`` queries or ``max_bytes`` of body is refused (413) before
 it is scored, an oversized body before it is read; the client splits large batches
 (``mempo_env.retrieval.remote.MAX_BATCH``). A request without one valid ``Content-Length``, whose

@@ -1,4 +1,4 @@
-"""The hostile-action soak (benchmarks/hostile.py) through the v1 taskset and verifiers' own evaluation: a
+"""The hostile-action soak (benchmarks/experiments/soak.py) through the v1 taskset and verifiers' own evaluation: a
 stand-in model server replies with hostile turns (malformed, empty, lone surrogates, megabytes), and every
 prompt verifiers sends it must be inside the env's observation space, every rollout must end with the
 env's own verdict (its score and metrics) with every reply the model sent reaching the env as sent, or
@@ -21,11 +21,11 @@ pytest.importorskip("verifiers.v1")
 from verifiers_helpers import eval_config, evaluate, policy_server, turns
 
 from agents import Agent
-from benchmarks.hostile import SURROGATES, hostile_actions
+from benchmarks.experiments.soak import SURROGATES, hostile_actions
 from mempo_env.spaces import ChatMessages
 
 EPISODES = int(os.environ.get("MEMPO_SOAK_EPISODES", 40))
-SETTINGS = {"max_turns": 6}  # short episodes, as in benchmarks/soak.py
+SETTINGS = {"max_turns": 6}  # short episodes, as in benchmarks/experiments/soak.py
 
 
 class Hostile(Agent):

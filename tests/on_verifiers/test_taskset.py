@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from verifiers_helpers import eval_config, evaluate, policy_server, turns
 
 from agents import Agent, make_agent
-from benchmarks.run import play
+from agents.runner import play
 from mempo_env import MemSearchQAEnv
 
 # What benchmarks.run plays by default at 2 objectives: the test split, the eval prompt, 16 turns.

@@ -1,6 +1,6 @@
 """What checking an index costs when it is opened: the plain open's cheap checks, and ``verify=True``.
 
-    python -m benchmarks.index_verify --sizes 100000,1000000 --out /tmp/index-verify
+    python -m benchmarks.experiments.retrieval_scale.index_verify --sizes 100000,1000000 --out /tmp/index-verify
 
 A plain ``BM25Index(folder)`` checks the metadata, every array's size, the posting-list offsets, the
 largest weights and the vocabulary's checksum (a damaged vocabulary would make every search return
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 _MEASURE = r"""
 import json, statistics, sys, time
@@ -72,7 +72,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.index_verify", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.retrieval_scale.index_verify",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000", help="comma-separated corpus sizes (passages)")
     parser.add_argument("--out", required=True, help="folder for the indexes and index-verify.json")
     parser.add_argument("--rounds", type=int, default=3, help="opens of each kind, their median reported")

@@ -1,6 +1,6 @@
 """Does MemPO's memory reward track memory content? R_mem against the turn's memory recall and the episode's EM.
 
-    python -m benchmarks.memory_signal --objectives 6,8,10 --out runs/memory-signal
+    python -m benchmarks.experiments.memory_signal --objectives 6,8,10 --out runs/memory-signal
 
 MemPO rewards a turn's ``<mem>`` with ``R_mem = P_mem - P_full`` (spec section 8), a proxy for what the
 memory holds; ``mempo_env.recall`` measures the content itself (of the gold evidence found so far, the
@@ -68,9 +68,9 @@ def config(options: Options, objectives: int) -> Any:
 def collect(cfg: Any, steps: int, backend: Any) -> list[tuple[int, list[Any]]]:
     """``(step, rollouts)`` for steps ``0..steps-1`` of ``cfg``'s run, as ``algorithms.mempo.train`` plays them
     from its start: the same question groups (``question_groups``), environments and sampling seeds."""
+    from agents.summariser import make_strategy
     from algorithms.mempo import datasets, question_groups
     from algorithms.rollout import collect_rollouts
-    from mempo_env.context import make_strategy
     from mempo_env.env import MemSearchQAEnv
     from mempo_env.retrieval import make_retriever
 
@@ -461,7 +461,8 @@ def combine(sources: Sequence[Path], out: Path, n: int, seed: int = 0) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory_signal", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.memory_signal",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--objectives", default="6,8,10", help="horizons, comma-separated")
     parser.add_argument("--out", default="runs/memory-signal", help="folder for memory_signal.json, table.md, the plot")
     parser.add_argument("--steps", type=int, default=2, help="the default run's first steps to play (4 question "

@@ -6,11 +6,12 @@ question + the summary (the question message carries it, so chat roles still alt
 ``keep`` turns verbatim (ReSum keeps none). The budget counts characters, not tokens, so a strategy
 compresses at the same points whatever tokenizer measures the costs.
 
-The summariser is an agent spec (``agents.make_agent``: ``"hf:DIR"``, ``"openai:URL#MODEL"``, ...),
-an ``Agent``, or a Python callable; each reads a ``SummaryRequest``, a model as the chat prompt
-``SummaryRequest.messages`` (ReSum's instruction, the questions, the previous summary, the turns).
-The default, ``"extractive"``, is no model: for every search or access it keeps the three retrieved
-sentences that best match the query and the questions (``ExtractiveSummariser``). Every call is
+The summariser is passed in: a Python callable reading a ``SummaryRequest`` or an agent (anything with
+``act``), which reads the chat prompt ``SummaryRequest.messages`` (ReSum's instruction, the questions, the
+previous summary, the turns). The environment loads no model: the agents layer builds one from an agent
+spec (``agents.summariser``: ``summary:8000:hf:DIR``). The default, ``"extractive"``, is no model: for
+every search or access it keeps the three retrieved sentences that best match the query and the questions
+(``ExtractiveSummariser``). Every call is
 counted in the episode's cost as if a model read ``SummaryRequest.messages`` and wrote the summary,
 so summarisers compare on one scale.
 
@@ -29,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mempo_env.context import ContextEvent, ContextStrategy, History
+from mempo_env.context.base import ContextEvent, ContextStrategy, History
 from mempo_env.protocol import neutralize, parse_turn
 from mempo_env.reward import normalize_answer
 from mempo_env.views import Message
 
+SUMMARIES = {"summary": 0, "summary+keep1": 1}
+"""The built-in summary strategies' names and the turns each keeps verbatim after its summary."""
 BUDGET = 8000
 """Default budget in characters: about 2,200 tokens of the tiny policy's tokenizer, half its window."""
 
@@ -121,19 +124,20 @@ def _from_agent(agent: Any) -> Summariser:
     return lambda request: agent.act(request.messages, {})
 
 
-def make_summariser(summariser: str | Any) -> Summariser:
-    """``"extractive"``, an agent spec (built here: a bad spec fails now), an ``Agent`` (anything with
-    ``act``) or a callable taking one ``SummaryRequest``."""
+def as_summariser(summariser: str | Any) -> Summariser:
+    """``"extractive"``, an ``Agent`` (anything with ``act``) or a callable taking one ``SummaryRequest``.
+    Any other string is an agent spec, a model the environment does not load: an error saying where to build it."""
     if isinstance(summariser, str) and summariser == "extractive":
         return ExtractiveSummariser()
     if isinstance(summariser, str):
-        from agents import make_agent  # the optional agents layer, only for a model summariser
-
-        return _from_agent(make_agent(summariser))
+        raise ValueError(f"summariser {summariser!r}: the environment knows 'extractive'; a model summariser (an "
+                         f"agent spec of agents.make_agent) is built by the agents layer: "
+                         f"agents.summariser.make_summariser({summariser!r}), or "
+                         f"agents.summariser.make_strategy('summary:CHARS:{summariser}') for a strategy name")
     if callable(getattr(summariser, "act", None)):
         return _from_agent(summariser)
     if not callable(summariser):
-        raise TypeError(f"a summariser is 'extractive', an agent spec, an Agent or a callable, not {summariser!r}")
+        raise TypeError(f"a summariser is 'extractive', an Agent or a callable, not {summariser!r}")
     try:
         inspect.signature(summariser).bind(None)
     except TypeError:
@@ -158,20 +162,24 @@ class SummaryStrategy(ContextStrategy):
                                     or not timeout > 0):
             raise ValueError(f"summary: timeout must be a positive number of seconds or None, got {timeout!r}")
         self.budget, self.keep, self.timeout = budget, keep, timeout
-        self.summariser = make_summariser(summariser)
+        self.summariser = as_summariser(summariser)
         self.name = name or self._name(summariser)
 
     @classmethod
-    def from_spec(cls, arg: str | None, *, keep: int = 0, name: str = "summary") -> SummaryStrategy:
-        """``NAME``, ``NAME:CHARS`` or ``NAME:CHARS:SUMMARISER`` (an agent spec, which may hold colons
-        itself: ``summary:8000:hf:runs/smol``), keeping the last ``keep`` turns; ``name``: the name the
-        strategy is registered under."""
+    def from_spec(cls, arg: str | None, *, keep: int = 0, name: str = "summary",
+                  build: Callable[[str], Summariser] | None = None) -> SummaryStrategy:
+        """``NAME``, ``NAME:CHARS`` or ``NAME:CHARS:SUMMARISER`` (``extractive``, or a spec that ``build``
+        turns into a summariser; an agent spec may hold colons itself: ``summary:8000:hf:runs/smol``),
+        keeping the last ``keep`` turns; ``name``: the name the strategy is registered under."""
         if arg is None:
             return cls(keep=keep, name=None if name == "summary" and not keep else name)
         budget, _, summariser = arg.partition(":")
         if not budget.isdigit():
             raise ValueError(f"{name}:CHARS[:SUMMARISER] needs CHARS, a positive integer, got '{name}:{arg}'")
-        return cls(int(budget), summariser or "extractive", keep=keep, name=f"{name}:{arg}")
+        summariser = summariser or "extractive"
+        if build is not None and summariser != "extractive":
+            summariser = build(summariser)
+        return cls(int(budget), summariser, keep=keep, name=f"{name}:{arg}")
 
     def _name(self, summariser: Any) -> str:
         if (self.budget, summariser, self.keep) == (BUDGET, "extractive", 0):

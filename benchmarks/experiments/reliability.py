@@ -1,8 +1,8 @@
 """Faults on the scale paths and in the learner's run folder, tried as a hostile user would: one
 bounded command, real processes and real signals, loopback only.
 
-    python -m benchmarks.reliability                          # every case
-    python -m benchmarks.reliability --cases server,requests  # some of them
+    python -m benchmarks.experiments.reliability                          # every case
+    python -m benchmarks.experiments.reliability --cases server,requests  # some of them
 
 A case starts real processes, injects faults (SIGKILL of the retrieval server, of the index builder
 and of the learner; damaged index folders; replicas serving different corpora; hostile HTTP
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES = ("refused", "correct", "silent", "failed")
 
 
@@ -407,7 +407,7 @@ def history(run: Path) -> list[dict]:
 
 def holder(run: Path) -> int | None:
     """The pid that holds ``run`` (the lock file of ``hold_folder``), if any wrote one."""
-    from benchmarks.run import LOCK
+    from agents.episode_log import LOCK
 
     try:
         return int((run / LOCK).read_text().strip())
@@ -534,7 +534,7 @@ def main(argv: list[str] | None = None) -> None:
         if t.outcome in ("silent", "failed"):
             print(f"- {t.case}: {t.fault}: {t.outcome} {t.detail}")
     if args.out:
-        from benchmarks.run import write_atomic
+        from agents.episode_log import write_atomic
 
         write_atomic(Path(args.out), json.dumps([t.__dict__ for t in tries], indent=1))
     raise SystemExit(1 if any(t.outcome in ("silent", "failed") for t in tries) else 0)

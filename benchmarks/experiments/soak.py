@@ -1,9 +1,15 @@
-"""The hostile-action soak: drive ``benchmarks.hostile`` actions through every path that serialises
-an observation, and check that every observation is in the environment's observation space, every
-``info`` encodes, and every episode ends cleanly (a final ``info`` with its score, the reward equal to it).
+"""The hostile-action soak: drive hostile actions (what a broken decoder, a babbling policy or a malicious
+client can send to ``env.step``) through every path that serialises an observation, and check that every
+observation is in the environment's observation space, every ``info`` encodes, and every episode ends
+cleanly (a final ``info`` with its score, the reward equal to it).
 
-    python -m benchmarks.soak --actions 100000                 # every path, both views
-    python -m benchmarks.soak --actions 2000 --paths plain     # one path
+    python -m benchmarks.experiments.soak --actions 100000                 # every path, both views
+    python -m benchmarks.experiments.soak --actions 2000 --paths plain     # one path
+
+``hostile_actions(seed)`` first yields the cases that once broke a path (``KNOWN``), then an endless,
+seeded mix of: protocol pieces at random, well-formed turns whose text is hostile, lone surrogates,
+tag and special-token look-alikes, control and invisible characters, and huge actions (beyond the
+observation's 1 MiB in UTF-8 or in JSON escapes, and beyond the action space's 1M characters).
 
 A path is a class with ``observation_space``, ``reset(seed) -> observations``, ``step(actions) ->
 outcomes`` and ``close()`` (``Path``); ``PATHS`` names them. Every path follows Gymnasium's default
@@ -20,17 +26,87 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.wrappers.vector import DictInfoToList
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from benchmarks.extras import runnable
-from benchmarks.hostile import hostile_actions
 from mempo_env.spaces import ChatMessages
+
+# ---- hostile actions --------------------------------------------------------------------------------
+
+SURROGATES = ("\udc3a", "\ud800", "\udfff", "\ud83d", "\ude00", "\udc80")  # what surrogateescape and split pairs give
+LOOKALIKES = ("<tool_response>", "</tool_response>", "<TOOL_RESPONSE>", "< tool_response >", "<tool_response/>",
+              "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<｜end▁of▁sentence｜>", "<|eot_id|>",
+              "<mem >", "</ mem>", "<mem><mem>", "<think/>", "<answer", "search>", "<access></access>")
+CONTROLS = ("\x00", "\x07", "\x1b[31m", "\r", "\r\n", "\x7f", "\x85", "\u2028", "\u2029", "\ufeff", "\u200b",
+            "\u202e", "\ufffe", "\uffff", "\t", "\\", '"', "\\u0000")
+TAGS = ("<mem>", "</mem>", "<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<access>",
+        "</access>")
+TEXT = (" ", "Momo", "Paris", ";", "\n", "é", "日", "😀", *SURROGATES, *CONTROLS)  # keeps a turn valid
+PIECES = (*TAGS, *TEXT, *LOOKALIKES)
+
+# A 600 KB turn: two of them overflowed the full view's 1 MiB observation.
+_WIDE_TURN = "<mem>" + "x" * 600_000 + "</mem><think>t</think><search>Momo</search>"
+KNOWN = (
+    "<mem>x\udc3a</mem><think>t</think><search>Momo \udc3a</search>",  # a lone surrogate (surrogateescape)
+    _WIDE_TURN,
+    _WIDE_TURN,
+    "<mem>m</mem><think>t</think><answer>" + "😀" * 300_000 + "</answer>",  # 1.2 MB of UTF-8 in a valid answer
+    "\x00" * 200_000,  # 200 K characters, 1.2 MB as JSON escapes
+    "x" * ((1 << 20) + 1),  # beyond the action space's max_length
+)
+
+
+def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
+    return options[int(rng.integers(len(options)))]  # not rng.choice: NumPy strings drop a trailing "\x00"
+
+
+def _text(rng: np.random.Generator, alphabet: tuple[str, ...], most: int) -> str:
+    return "".join(_pick(rng, alphabet) for _ in range(int(rng.integers(0, most + 1))))
+
+
+def _turn(rng: np.random.Generator) -> str:
+    """A well-formed turn (so episodes search, access and answer) whose text is hostile."""
+    action = _pick(rng, ("search", "search", "answer", "access"))
+    mem, think, argument = (_text(rng, TEXT, 8) for _ in range(3))
+    return f"<mem>{mem}</mem><think>{think}</think><{action}>Momo{argument}</{action}>"
+
+
+def _huge(rng: np.random.Generator) -> str:
+    """One action of 100 K to 1.1 M characters, in UTF-8 and JSON costs from 1 to 6 bytes a character."""
+    n = int(rng.integers(100_000, 1_100_000))
+    unit = _pick(rng, ("x", "日", "😀", "\x00", "\udc3a", "<|im_start|>"))
+    body = unit * (n // len(unit))
+    return f"<mem>m</mem><think>t</think><search>{body}</search>" if rng.random() < 0.5 else body
+
+
+KINDS: dict[str, tuple[float, Callable[[np.random.Generator], str]]] = {
+    "pieces": (0.30, lambda rng: _text(rng, PIECES, 40)),
+    "turn": (0.35, _turn),
+    "surrogates": (0.10, lambda rng: _text(rng, TAGS + SURROGATES, 30)),
+    "lookalikes": (0.10, lambda rng: _text(rng, TAGS + LOOKALIKES, 20)),
+    "controls": (0.14, lambda rng: _text(rng, TAGS + CONTROLS, 30)),
+    "huge": (0.01, _huge),
+}
+
+
+def hostile_actions(seed: int = 0) -> Iterator[str]:
+    """``KNOWN``, then an endless mix of ``KINDS`` in their proportions, the same for the same seed."""
+    yield from KNOWN
+    rng = np.random.default_rng(seed)
+    names = list(KINDS)
+    weights = np.array([KINDS[k][0] for k in names])
+    while True:
+        yield KINDS[names[rng.choice(len(names), p=weights / weights.sum())]][1](rng)
+
+
+# ---- the soak --------------------------------------------------------------------------------
 
 Observation = list[dict[str, str]]
 ENV_KWARGS: dict[str, Any] = {"max_turns": 6}  # short episodes: many of them end, many resets
@@ -112,11 +188,11 @@ class AsyncVectorPath:
 
 
 class OpenEnvPath:
-    """The OpenEnv server (``mempo_env.openenv_server``, the ``openenv`` extra) on loopback, one WebSocket
+    """The OpenEnv server (``integrations.openenv_server``, the ``openenv`` extra) on loopback, one WebSocket
     session per slot through OpenEnv's own client: the observation and info as they arrive over the wire."""
 
     def __init__(self, num_envs: int, env_kwargs: dict[str, Any]) -> None:
-        from mempo_env.openenv_server import MemSearchQAAction, MemSearchQAClient, serve_in_thread
+        from integrations.openenv_server import MemSearchQAAction, MemSearchQAClient, serve_in_thread
 
         self.action = MemSearchQAAction
         self._stack = contextlib.ExitStack()
@@ -217,7 +293,7 @@ def run(path_name: str, context: str, n_actions: int, *, num_envs: int = 2, seed
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python -m benchmarks.soak")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python -m benchmarks.experiments.soak")
     parser.add_argument("--actions", type=int, default=100_000, help="hostile actions per path and view")
     parser.add_argument("--paths", nargs="+", choices=list(PATHS), default=None,
                         help="default: every path whose extra is installed")

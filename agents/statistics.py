@@ -1,4 +1,5 @@
-"""Aggregate per-episode records into table rows: the mean and a 95% interval per metric.
+"""The statistics of a run, for the learners and the benchmarks alike: per-episode records aggregated into
+table rows, the mean and a 95% interval per metric.
 
 Intervals stay inside what a metric can be. A percentage whose episodes all scored 0 or 1 (format ok,
 overflow, EM at one objective, a perfect F1) is a proportion of episodes: Wilson score interval. Any

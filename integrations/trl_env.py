@@ -83,7 +83,7 @@ def use_protocol_templates(tokenizer: Any) -> Any:
 
 class MemSearchQAToolEnv:
     """One MemSearchQA-v0 episode at a time for ``environment_factory``; ``env_kwargs`` go to ``gym.make``
-    (the view is the full context). Rows come from ``mempo_env.export.prompt_dataset`` of an env made
+    (the view is the full context). Rows come from ``integrations.datasets_export.prompt_dataset`` of an env made
     with the same arguments: ``reset`` starts the row's episode and checks that its prompt is the row's."""
 
     def __init__(self, **env_kwargs: Any) -> None:
@@ -97,7 +97,7 @@ class MemSearchQAToolEnv:
               **row: Any) -> None:
         if index is None or prompt is None:
             raise ValueError("each row must say which episode to start: give GRPOTrainer the rows of "
-                             "mempo_env.export.prompt_dataset(env) as train_dataset")
+                             "integrations.datasets_export.prompt_dataset(env) as train_dataset")
         obs, _ = self.env.reset(options={"index": list(index)})
         if obs != prompt:
             raise ValueError("the row's prompt is not this environment's first observation for its questions: "

@@ -1,7 +1,8 @@
 """Retrieval at its users' scale: build, memory, latency and server throughput against corpus size.
 
-    python -m benchmarks.scale --sizes 100000,1000000 --old d20afa5 --out runs/scale
-    python -m benchmarks.scale --sizes 100000,1000000,5000000 --old d20afa5 --lucene .venv-pyserini/bin/python
+    python -m benchmarks.experiments.retrieval_scale.scale --sizes 100000,1000000 --old d20afa5 --out runs/scale
+    python -m benchmarks.experiments.retrieval_scale.scale --sizes 100000,1000000,5000000 --old d20afa5 \\
+        --lucene .venv-pyserini/bin/python
 
 Corpora are ``benchmarks.bench_bm25.iter_corpus(n)``: synthetic passages of 30-70 words (plus a two-word
 title) from a 50,000-word Zipf vocabulary, written as JSONL; queries are 4 words from random
@@ -11,8 +12,8 @@ passages. For each size, in the same run and on the same files:
   time on one thread, batches of 512 on every core), ``python -m mempo_env.retrieval.server --index``;
 - **old** (``--old COMMIT``, sizes up to ``--old-up-to``): the project at that commit, run from a
   ``git worktree`` of it: its ``BM25Retriever`` (bm25s, dense scores over every passage) and its server;
-- **lucene** (``--lucene PYTHON``, sizes up to ``--lucene-up-to``): ``benchmarks/lucene.py`` in pyserini's
-  own environment: Lucene BM25 as Search-R1's BM25 server runs it (its per-query loop is "single",
+- **lucene** (``--lucene PYTHON``, sizes up to ``--lucene-up-to``): ``lucene.py`` beside this module in
+  pyserini's own environment: Lucene BM25 as Search-R1's BM25 server runs it (its per-query loop is "single",
   pyserini's ``batch_search`` on every core "batched"; no server: Search-R1's answers a request with
   that loop), and the share of its top-3 hits the new index also returns.
 
@@ -36,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository: benchmarks/experiments/retrieval_scale/scale.py
 CLIENTS = (1, 16, 64, 256)  # closed-loop clients sending one query a request, as verl's search tool does
 BATCHED = (4, 128)  # and 4 clients sending 128 queries a request, as Search-R1's rollout loop does
 WIKI18 = 21_015_324  # passages in Search-R1's wiki-18 corpus, for the extrapolation
@@ -120,12 +121,13 @@ def write_corpus(n: int, path: Path) -> None:
 
 
 def lucene(python: str, corpus: Path, queries: list[str], work: Path) -> dict[str, Any]:
-    """``benchmarks/lucene.py`` (pyserini, in its own environment) on the same corpus and queries, in
+    """``lucene.py`` beside this module (pyserini, in its own environment) on the same corpus and queries, in
     the row shape of the others: Search-R1's per-query loop as "single", ``batch_search`` as "batched"."""
     qfile = work.with_suffix(".queries.txt")
     qfile.write_text("".join(q + "\n" for q in queries))
     result = work.with_suffix(".json")
-    subprocess.run([python, str(ROOT / "benchmarks" / "lucene.py"), "--corpus", str(corpus), "--queries", str(qfile),
+    script = Path(__file__).with_name("lucene.py")
+    subprocess.run([python, str(script), "--corpus", str(corpus), "--queries", str(qfile),
                     "--work", str(work), "--topk", "3", "--threads", str(os.cpu_count() or 1), "--out", str(result)],
                    check=True, stdout=sys.stderr)
     r = json.loads(result.read_text())
@@ -286,7 +288,8 @@ def extrapolate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.retrieval_scale.scale",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000", help="corpus sizes, comma-separated")
     parser.add_argument("--out", default="runs/scale", help="folder for corpora, indexes and scale.json")
     parser.add_argument("--old", default=None, help="a commit to compare with (its BM25Retriever and server)")

@@ -1,90 +1,13 @@
-"""Context strategies: how the environment builds the policy's next prompt from the episode so far.
-
-The spec's two views (section 3) are two strategies: ``full`` (the whole history; ReAct, Search-R1)
-and ``memory`` (``prepare_prompt``: [system +] question + the previous turn; MemPO, MEM1). Built in
-besides: ``window:K``, the last K turns verbatim, ``summary``, ReSum's compression
-(``mempo_env.summary``), and ``summary+keep1``, which also keeps the latest turn verbatim (so the
-policy still reads its own last ``<mem>`` after a summary). A turn is one assistant response and the
-environment's reply to it (a tool response or a corrective message; the final answer has none), so
-``window:1`` is the memory view's prompt: what makes MemPO's view a strategy of its own is the
-``<mem>`` the policy writes into it.
-
-A strategy subclasses ``ContextStrategy``:
-
-- ``name``: what runs, logs and ``env.context`` call it;
-- ``prefix``: whether every prompt is a prefix of the next. Then a learner can train an episode as
-  one growing sequence (``full``); otherwise it needs one sample per turn (every other built-in). The
-  environment checks the claim at every turn;
-- ``prompt(history)``: the next prompt, a function of the episode's state (``History``) and nothing
-  else;
-- ``after_turn(history)`` (optional): work between two turns, such as a summary, which keeps its
-  per-episode values in ``history.memo`` and reports what a model read and wrote for it
-  (``ContextEvent``): the environment adds that to the episode's cost and records the event in ``info``.
-
-A strategy holds no per-episode state of its own, so one object serves any number of environments
-(a summariser model is loaded once). ``make_strategy`` builds one from a name such as ``"window:4"``;
-``register_strategy`` adds names.
-"""
+"""The built-in context strategies (``full``, ``memory``, ``window:K`` and the summaries of ``summary``), the
+registry of names and ``make_strategy``, which builds a strategy from a name such as ``"window:4"``."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
-from mempo_env.views import Message, _head, full_view, last_turns, prepare_prompt
-
-
-@dataclass
-class History:
-    """The episode so far, as the environment hands it to a strategy (read it, do not change it)."""
-
-    questions: list[str]
-    messages: list[Message]
-    """the whole history: [system,] the question message, then each turn's response and reply"""
-    memo: dict[str, Any] = field(default_factory=dict)
-    """the strategy's own per-episode values (empty at every reset)"""
-
-    @property
-    def head(self) -> list[Message]:
-        """[System +] the question message: what every built-in prompt starts with."""
-        return self.messages[: _head(self.messages)]
-
-    @property
-    def turns(self) -> list[list[Message]]:
-        """The turns so far, each ``[response]`` or ``[response, reply]``."""
-        starts = [i for i, m in enumerate(self.messages) if m["role"] == "assistant"]
-        return [self.messages[a:b] for a, b in zip(starts, starts[1:] + [len(self.messages)])]
-
-
-@dataclass(frozen=True)
-class ContextEvent:
-    """Work a strategy did between two turns: its kind, how it ended (``outcome``, with ``detail``)
-    and what a model read and wrote for it, counted in the episode's cost like a policy turn."""
-
-    kind: str
-    outcome: str
-    detail: str = ""
-    read: list[Message] = field(default_factory=list)
-    wrote: str = ""
-
-
-class ContextStrategy(ABC):
-    """Builds the next prompt from the episode so far; see the module docstring."""
-
-    name: str = "custom"
-    prefix: bool = False
-
-    @abstractmethod
-    def prompt(self, history: History) -> list[Message]: ...
-
-    def after_turn(self, history: History) -> ContextEvent | None:
-        """Work to do before the next prompt is built, after a turn that does not end the episode."""
-        return None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r})"
+from mempo_env.context.base import ContextStrategy, History
+from mempo_env.context.summary import SUMMARIES, SummaryStrategy
+from mempo_env.views import Message, full_view, last_turns, prepare_prompt
 
 
 class FullContext(ContextStrategy):
@@ -134,15 +57,13 @@ def _window(arg: str | None) -> ContextStrategy:
 
 def _summary(name: str, keep: int) -> Callable[[str | None], ContextStrategy]:
     def factory(arg: str | None) -> ContextStrategy:
-        from mempo_env.summary import SummaryStrategy  # its summariser may need the agents package
-
         return SummaryStrategy.from_spec(arg, keep=keep, name=name)
     return factory
 
 
 STRATEGIES: dict[str, Callable[[str | None], ContextStrategy]] = {
     "memory": _no_argument(MemoryContext), "full": _no_argument(FullContext), "window": _window,
-    "summary": _summary("summary", keep=0), "summary+keep1": _summary("summary+keep1", keep=1),
+    **{name: _summary(name, keep) for name, keep in SUMMARIES.items()},
 }
 """name -> factory, called with the text after ``name:`` (``None`` without a colon)."""
 
@@ -162,7 +83,8 @@ def register_strategy(name: str, factory: Callable[[str | None], ContextStrategy
 def make_strategy(spec: str | ContextStrategy) -> ContextStrategy:
     """A strategy from a name (``memory``, ``full``, ``window:K``, ``summary[:CHARS[:SUMMARISER]]``,
     ``summary+keep1[:CHARS[:SUMMARISER]]`` or a registered one), or ``spec`` itself when it is a
-    ``ContextStrategy``. Errors name the bad part."""
+    ``ContextStrategy``. Errors name the bad part. The summaries' ``SUMMARISER`` is ``extractive`` here: a
+    model (an agent spec) is built by the agents layer, ``agents.summariser.make_strategy``."""
     if isinstance(spec, ContextStrategy):
         strategy = spec
     elif isinstance(spec, str):

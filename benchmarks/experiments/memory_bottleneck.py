@@ -1,8 +1,8 @@
 """Where a policy's F1 goes: evidence never found, found but dropped from memory, or lost in the answer.
 
-    python -m benchmarks.memory_bottleneck runs/memory-bottleneck --play   # the warm-up, then the split
-    python -m benchmarks.memory_bottleneck runs/learners5/eval/memory/mempo-s0   # any benchmarks.run folder
-    python -m benchmarks.memory_bottleneck runs/learners5/sampled/memory/* --pool-seeds   # an arm per row
+    python -m benchmarks.experiments.memory_bottleneck runs/memory-bottleneck --play   # the warm-up, then the split
+    python -m benchmarks.experiments.memory_bottleneck runs/learners5/eval/memory/mempo-s0   # any benchmarks.run folder
+    python -m benchmarks.experiments.memory_bottleneck runs/learners5/sampled/memory/* --pool-seeds   # an arm per row
 
 Issue 34 asks for a setting where memory is the bottleneck before MemPO and GRPO are compared
 there: a memory-level advantage can only add what memory loses. This reads the episodes of a
@@ -19,12 +19,12 @@ summed over its episodes, by the first thing that went wrong in an episode that 
 Each is a share of the cell's episodes and the F1 points it costs the cell (its episodes' 1 − F1
 over all the cell's episodes): the "dropped" points bound what better memory could add there.
 Several folders are read together; ``--pool-seeds`` makes one cell of an arm's training seeds
-(``benchmarks.learners``' ``ARM-sSEED`` policies), as its sample suffix ``~j`` always is.
+(the learner comparison's ``ARM-sSEED`` policies), as its sample suffix ``~j`` always is.
 
 ``--play`` first plays ``--policy`` (default: the learners' warm-up, every arm's start) into the
-folder as ``benchmarks.learners`` evaluates a policy: its held-out questions, prompt, turn budget and
-window, greedy and ``--samples`` times at the rollout temperature, in the memory view (resumed
-episode by episode).
+folder as the learner comparison (``benchmarks.experiments.learner_comparison``) evaluates a policy: its
+held-out questions, prompt, turn budget and window, greedy and ``--samples`` times at the rollout
+temperature, in the memory view (resumed episode by episode).
 """
 
 from __future__ import annotations
@@ -92,15 +92,17 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def play(out: Path, policy: str, objectives: list[int], episodes: int, samples: int) -> None:
-    """``policy`` greedy and sampled into ``out``, with ``benchmarks.learners``' evaluation settings."""
+    """``policy`` greedy and sampled into ``out``, with the learner comparison's evaluation settings
+    (``benchmarks.experiments.learner_comparison.settings``)."""
     from transformers import AutoConfig
 
     from algorithms.mempo import Config
-    from benchmarks import learners
+    from algorithms.sft import default_warmup
+    from benchmarks.experiments.learner_comparison import settings as learners
     from benchmarks.run import evaluate
 
     base = Config()
-    path = policy or str(learners.default_warmup(base.task_seed, base.hops))
+    path = policy or str(default_warmup(base.task_seed, base.hops))
     greedy = f"hf:{path}#max_new_tokens={learners.EVAL_MAX_NEW_TOKENS}"
     agents = {"greedy": greedy, **{f"T{base.temperature:g}~{j}": f"{greedy}#temperature={base.temperature}"
                                    f"#seed={j * learners.SAMPLING_SEED}" for j in range(1, samples + 1)}}
@@ -111,7 +113,7 @@ def play(out: Path, policy: str, objectives: list[int], episodes: int, samples: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory_bottleneck",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.memory_bottleneck",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("run", nargs="+", help="benchmarks.run output folders (their episodes.jsonl)")
     parser.add_argument("--play", action="store_true", help="first play --policy into it (see the module doc)")
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=2, help="sampled episodes per question")
     parser.add_argument("--pool-seeds", action="store_true", help="one row per arm: its training seeds together")
     args = parser.parse_args(argv)
-    from benchmarks.report import read_episodes  # the runner's reader: a folder still being written reads too
+    from agents.episode_log import read_episodes  # the runner's reader: a folder still being written reads too
 
     if args.play:
         if len(args.run) > 1:

@@ -1,7 +1,8 @@
 """The environment under concurrency: episodes per second, lost episodes and memory per session of
 ``gym.make_vec(..., vectorization_mode="async")`` and of the OpenEnv server, over one shared index.
 
-    python -m benchmarks.concurrency --index runs/scale/index-1000000 --queries runs/scale/queries-1000000.json
+    python -m benchmarks.experiments.retrieval_scale.concurrency --index runs/scale/index-1000000 \\
+        --queries runs/scale/queries-1000000.json
 
 Every session plays ``--episodes`` timed episodes after a first one (which imports and maps what
 searching needs; it counts as played or lost, not in the time). They are the same scripted episode,
@@ -12,7 +13,7 @@ well-formed turn, on the generated task's questions, with ``retriever=INDEX``
 
 - **async**: one ``gym.make_vec`` of N sub-processes (Gymnasium's defaults: shared memory, next-step
   autoreset), stepped in lockstep; every episode is four steps (three turns and the autoreset).
-- **openenv**: ``python -m mempo_env.openenv_server --max-sessions N`` in its own process, N threads
+- **openenv**: ``python -m integrations.openenv_server --max-sessions N`` in its own process, N threads
   each with its own OpenEnv client (its WebSocket session) playing episodes at once.
 
 An episode counts as played when its last step ends it with the final ``info`` (its ``score``); any
@@ -107,13 +108,13 @@ def run_async(n: int, episodes: int, env_kwargs: dict[str, Any], queries: list[s
 
 
 def run_openenv(n: int, episodes: int, env_args: list[str], queries: list[str]) -> dict[str, Any]:
-    from mempo_env.openenv_server import MemSearchQAAction, MemSearchQAClient
+    from integrations.openenv_server import MemSearchQAAction, MemSearchQAClient
 
     with socket.socket() as sock:  # a free port (the server's CLI does not report one it picked)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "mempo_env.openenv_server", "--port", str(port), "--max-sessions",
+    proc = subprocess.Popen([sys.executable, "-m", "integrations.openenv_server", "--port", str(port), "--max-sessions",
                              str(n), *env_args], stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -164,7 +165,8 @@ def run_openenv(n: int, episodes: int, env_args: list[str], queries: list[str]) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.concurrency", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.retrieval_scale.concurrency",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--index", required=True, help="an index folder (python -m mempo_env.retrieval.index)")
     parser.add_argument("--queries", required=True, help="a JSON list of queries that match its corpus")
     parser.add_argument("--sessions", default=",".join(map(str, SESSIONS)), help="concurrent sessions, comma-separated")

@@ -7,7 +7,7 @@ episodes as conversational rows for supervised fine-tuning.
   that episode again, which is how ``trl_env.MemSearchQAToolEnv`` resets), ``question_ids`` and
   ``golden_answers`` (what a reward function without the env needs).
 - ``trajectory_dataset(episodes)``: finished episodes (``python -m benchmarks.run``'s ``episodes.jsonl``,
-  or ``benchmarks.run.run_episode`` records played live) in the view they were played in. Memory view:
+  or ``agents.runner.run_episode`` records played live) in the view they were played in. Memory view:
   one row per turn, ``prompt`` (the observation the policy answered) and ``completion`` (its turn), the
   prompt-completion form with which TRL's ``SFTTrainer`` trains the completion only. Full view: one row
   per episode, ``messages`` (the whole conversation), trained on its assistant turns with
@@ -25,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agents.episode_log import read_episodes  # the runner's own reader of its log
 from mempo_env.tasks.hf_datasets import import_datasets
 from mempo_env.views import prepare_prompt
 
@@ -64,8 +65,6 @@ def prompt_dataset(env: gym.Env, episodes: int | None = None, *, seed: int = 0) 
 
 def _records(episodes: str | Path | Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     if isinstance(episodes, (str, Path)):
-        from benchmarks.report import read_episodes  # the runner's own reader of its log
-
         if not Path(episodes).is_file():
             raise FileNotFoundError(f"episode log {episodes} not found")
         return read_episodes(Path(episodes))

@@ -1,7 +1,7 @@
 """Lucene BM25 through pyserini, run the way Search-R1's BM25 server runs it: the scale benchmark's anchor.
 
-    .venv-pyserini/bin/python benchmarks/lucene.py --corpus C.jsonl --queries Q.txt --work DIR \\
-        --topk 3 --threads 2 --out R.json
+    .venv-pyserini/bin/python benchmarks/experiments/retrieval_scale/lucene.py --corpus C.jsonl --queries Q.txt \\
+        --work DIR --topk 3 --threads 2 --out R.json
 
 It runs in pyserini's own environment (``scripts/install_pyserini.sh``), which lacks the project, so it
 imports nothing from it; the project's benchmarks call it through a subprocess and compare R.json with

@@ -1,8 +1,8 @@
 """Context strategies compared on one benchmark: a warm-up per strategy, one budget, 1-10 objectives.
 
-    python -m benchmarks.strategies --jobs 2      # 6 strategies, 100 episodes per cell (1.1 h on 2 cores)
-    python -m benchmarks.strategies --quick       # 10 steps, 10 episodes at 1, 2, 6, 10 objectives: a first look
-    python -m benchmarks.strategies --results-md benchmarks/RESULTS.md   # also fill its section and the record
+    python -m benchmarks.experiments.context_strategies --jobs 2   # 6 strategies, 100 episodes a cell (1.1 h, 2 cores)
+    python -m benchmarks.experiments.context_strategies --quick    # 10 steps, 10 episodes at 1, 2, 6, 10 objectives
+    python -m benchmarks.experiments.context_strategies --results-md benchmarks/RESULTS.md   # and its section, record
 
 Builds: every strategy (``--strategies``) fine-tunes the shipped warm-up (``algorithms/warmup``,
 trained in the memory view) with ``algorithms.sft``: the same oracle episodes rendered in that
@@ -43,11 +43,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from agents.statistics import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
 from algorithms.sft import SHIPPED, SFTConfig, oracle_turns, recipe, warm_up
-from benchmarks.learners import commit, in_parallel, machine
+from benchmarks.experiments.learner_comparison.comparison import in_parallel
+from benchmarks.experiments.learner_comparison.report import commit, machine
 from benchmarks.report import BenchmarkError, Comparison, load_run, write_comparison
 from benchmarks.run import _int_list, build_strategies, evaluate
-from benchmarks.summary import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
 
@@ -69,9 +70,9 @@ COMPARISON, BUILDS = "comparison.json", "builds.json"
 HEADING = "## 5. Context strategies compared"  # of RESULTS.md, which shows the HEADLINE sections
 HEADLINE = ("(a) ", "(d) ")
 RECORD, RECORD_HEADING = "docs/experiments/context-strategies.md", "## The tables"  # the whole report
-MARK = "<!-- benchmarks.strategies: generated"
-BEGIN = MARK + " from {out} by benchmarks.strategies.write_results_section; write the reading outside it -->"
-END = "<!-- benchmarks.strategies: end -->"
+MARK = "<!-- benchmarks.experiments.context_strategies: generated"
+BEGIN = MARK + " from {out}; write the reading outside it -->"
+END = "<!-- benchmarks.experiments.context_strategies: end -->"
 TESTED_BY = "<!-- tested by tests/test_strategies.py::test_the_documented_strategy_commands_parse -->"
 
 
@@ -186,7 +187,7 @@ def compare(out_dir: str | Path = "runs/strategies", *, strategies: Sequence[str
                          "task": task.name, "warmup": str(warmup), "prompt": PROMPT, "max_turns": MAX_TURNS,
                          "max_new_tokens": MAX_NEW_TOKENS, "max_context_tokens": max_context,
                          "fine_tune": dataclasses.asdict(base)},
-            "command": command or "benchmarks.strategies.compare (library call)",
+            "command": command or "benchmarks.experiments.context_strategies.compare (library call)",
             "wall_s": previous.get("wall_s", 0.0), "machine": machine(), "commit": commit()}
     out.mkdir(parents=True, exist_ok=True)
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
@@ -380,7 +381,7 @@ def write_results_section(out_dir: str | Path, results_md: str | Path = "benchma
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.strategies", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.experiments.context_strategies", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help=f"a first look: {QUICK['fine_tune']['steps']} steps on {QUICK['fine_tune']['episodes']} oracle "
@@ -420,7 +421,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             episodes=quick["episodes"] if args.episodes is None else args.episodes,
             objectives=_int_list(args.objectives, "--objectives") if args.objectives else quick["objectives"],
             warmup=args.warmup, fine_tune=fine_tune, jobs=args.jobs,
-            command=shlex.join(["python", "-m", "benchmarks.strategies", *(sys.argv[1:] if argv is None else argv)]))
+            command=shlex.join(["python", "-m", "benchmarks.experiments.context_strategies",
+                                *(sys.argv[1:] if argv is None else argv)]))
         if args.results_md:
             print(f"written to {write_results_section(out, args.results_md, args.record_md)} and {args.record_md}")
     except BenchmarkError as e:

@@ -1,5 +1,5 @@
 """MemSearchQA-v0 as an OpenEnv environment server (openenv-core 0.3.0, the ``openenv`` extra):
-``python -m mempo_env.openenv_server --context memory --objectives 2 --port 8000``.
+``python -m integrations.openenv_server --context memory --objectives 2 --port 8000``.
 
 Every WebSocket session (OpenEnv's ``/ws``, what ``EnvClient`` and so ``MemSearchQAClient`` speak)
 gets its own ``MemSearchQAEnv`` (``SUPPORTS_CONCURRENT_SESSIONS``); sessions share only the question
@@ -167,7 +167,7 @@ def _value(text: str) -> Any:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The server's options, and one ``--ARG VALUE`` per ``MemSearchQAEnv`` argument (in ``env_kwargs``,
     only those given: the env's own defaults and checks apply)."""
-    p = argparse.ArgumentParser(prog="python -m mempo_env.openenv_server", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m integrations.openenv_server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app = create_app(max_sessions=args.max_sessions, session_timeout=args.session_timeout, **args.env_kwargs)
     except (ValueError, TypeError, FileNotFoundError) as e:  # a bad argument, named by the env or OpenEnv
-        raise SystemExit(f"python -m mempo_env.openenv_server: error: {e}") from None
+        raise SystemExit(f"python -m integrations.openenv_server: error: {e}") from None
     uvicorn.run(app, host=args.host, port=args.port)
 
 
