@@ -245,6 +245,9 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.report": benchmarks_report,
     "benchmarks.experiments.soak": benchmarks_soak,
     "benchmarks.experiments.retrieval_scale.index_verify": benchmarks_index_verify,
+    "benchmarks.experiments.reliability": parse_only(
+        "benchmarks.experiments.reliability", "about 25 minutes of real processes, kills and training on 2 cores; "
+        "tests/test_reliability.py runs every case", lambda m, a: m.main(a)),
     "benchmarks.experiments.learner_comparison": parse_only(
         "benchmarks.experiments.learner_comparison.comparison", "about 2 hours on 2 cores; tests/test_learners.py runs "
         "it at tiny settings", lambda m, a: m.main(a)),
