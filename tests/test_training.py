@@ -15,6 +15,7 @@ import torch
 from shared_data import needs_shared
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from agents.episode_log import RunFolderError
 from algorithms.mempo import Config, load_checkpoint, save_checkpoint, train
 from algorithms.sft import SFTConfig, ensure_warmup
 
@@ -131,7 +132,7 @@ def test_one_step_of_each_algorithm(warmup, tmp_path, algo):
     assert "paired on the same questions" in (run / "eval.md").read_text()
     if algo == "mempo":  # a damaged checkpoint stops the resume with a clear error, and deletes nothing
         (run / "checkpoint" / "model.safetensors").write_bytes(b"not a tensor file")
-        with pytest.raises(RuntimeError, match="unreadable"):
+        with pytest.raises(RunFolderError, match="unreadable"):
             train(Config(algo=algo, policy=str(warmup), run_dir=str(run), steps=2, **TINY))
         assert len(metrics(run)) == 1 and (run / "checkpoint" / "trainer.pt").exists()
         before = folder_state(run)  # the command line: one line, no traceback, nothing changed
