@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mempo_env.retrieval.base import Hit
 from mempo_env.retrieval.fingerprint import CorpusDigest
-from mempo_env.retrieval.index import BM25Index, BM25IndexError, build_index
+from mempo_env.retrieval.index import BM25Index, BM25IndexError, build_index, scoring_settings
 from mempo_env.types import Document
 
 
@@ -39,7 +39,7 @@ def default_cache_dir() -> Path:
 def _cache_key(corpus: Sequence[Document], k1: float, b: float) -> str:
     """Hash of the corpus and every setting that shapes the index (fields length-prefixed, so unambiguous):
     the fingerprint an index built from the same corpus records (``mempo_env.retrieval.fingerprint``)."""
-    digest = CorpusDigest(k1, b)
+    digest = CorpusDigest(scoring_settings(k1, b))
     for doc in corpus:
         digest.add(doc)
     return digest.hexdigest()

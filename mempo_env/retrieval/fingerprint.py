@@ -30,13 +30,8 @@ class CorpusDigest:
     stream past, so a corpus of millions is hashed without being held. Each field is length-prefixed,
     so no two different corpora feed the same bytes. ``BM25Retriever``'s cache key is this digest."""
 
-    def __init__(self, k1: float, b: float) -> None:
-        import bm25s
-
-        from mempo_env.retrieval.index import FORMAT, METHOD, STOPWORDS
-
-        settings = {"format": FORMAT, "bm25s": bm25s.__version__, "k1": k1, "b": b, "method": METHOD,
-                    "stopwords": STOPWORDS}
+    def __init__(self, settings: dict) -> None:
+        """``settings``: everything besides the passages that shapes the scores (``index.scoring_settings``)."""
         self._hash = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=16)
 
     def add(self, doc: Document) -> None:
@@ -68,8 +63,8 @@ class CorpusDigest:
         return self._hash.hexdigest()
 
 
-def store_fingerprint(folder: Path, k1: float, b: float) -> str:
-    """The fingerprint of an index over the passage store in ``folder`` with these settings."""
-    digest = CorpusDigest(k1, b)
+def store_fingerprint(folder: Path, settings: dict) -> str:
+    """The fingerprint of an index over the passage store in ``folder`` with these scoring settings."""
+    digest = CorpusDigest(settings)
     digest.add_store(folder)
     return digest.hexdigest()

@@ -56,6 +56,7 @@ MARK = ".mempo-index"  # written first into every folder the builder makes: its 
 CHUNK = 100_000
 STOPWORDS = "en"
 METHOD = "lucene"
+
 _ARRAYS = ("indptr.npy", "postings.npy", "weights.npy", "max_weights.npy", "vocab_offsets.npy")
 _VOCAB = ("vocab.bin", "vocab_offsets.npy")  # checksummed at every open: a few bytes a term
 _FILES = (*_ARRAYS, "vocab.bin", PASSAGES, OFFSETS)  # all but index.json, each checksummed in it
@@ -63,6 +64,14 @@ _KEYS = {"format": int, "num_docs": int, "num_terms": int, "nnz": int, "avgdl": 
          "checksums": dict, "fingerprint": str}  # what opening reads from index.json, and its type
 _PIECE = 16 * 2**20  # bytes a checksum reads at a time (a multiple of every item size)
 _OPEN_TRIES = 8  # opens retried when ``OUT`` was replaced meanwhile (each retry follows a finished build)
+
+
+def scoring_settings(k1: float, b: float) -> dict:
+    """Everything besides the passages that shapes an index's scores: what its fingerprint digests."""
+    import bm25s
+
+    return {"format": FORMAT, "bm25s": bm25s.__version__, "k1": k1, "b": b, "method": METHOD,
+            "stopwords": STOPWORDS}
 
 
 class BM25IndexError(ValueError):
@@ -166,7 +175,7 @@ def build_index(
             meta = _build_postings(store, tmp, k1, b, workers, chunk, say)
             meta["checksums"] = {name: _digest(tmp / name) for name in _FILES}
             meta.update(source=source or {}, build_s=round(time.perf_counter() - started, 1),
-                        fingerprint=store_fingerprint(tmp, k1, b))  # what it serves
+                        fingerprint=store_fingerprint(tmp, scoring_settings(k1, b)))  # what it serves
             (tmp / f"{META}.tmp").write_text(json.dumps(meta, indent=1))
             os.replace(tmp / f"{META}.tmp", tmp / META)
             _check_out(out)
