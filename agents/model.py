@@ -9,7 +9,6 @@ rollouts and held-out evaluation act the same way, so a checkpoint scores here w
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from agents.backends.base import Generation, PolicyBackend
@@ -68,31 +67,20 @@ def hf_agent(path: str, **options: Any) -> ModelAgent:
     """An HF checkpoint folder (or hub name, where the hub is reachable) with the transformers backend.
     A GGUF checkpoint is a ``.gguf`` file or ``gguf_file=NAME.gguf`` in its folder (needs the
     ``gguf`` package; de-quantised to ``dtype``). Engine options: ``dtype`` (default float32),
-    ``device``, ``batch_size``."""
+    ``device``, ``batch_size``. A path that is no causal LM with a chat template is one clear error
+    (``agents.checkpoints``)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agents.backends.hf import HFBackend
+    from agents.checkpoints import load_policy
 
     sampling, engine = _split(options)
-    folder, source = _checkpoint(path, engine.pop("gguf_file", None))
     dtype = getattr(torch, engine.pop("dtype", "float32"))
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **source).eval()
+    model, tokenizer = load_policy(path, engine.pop("gguf_file", None), dtype=dtype)
+    model.eval()
     if "device" in engine:
         model.to(engine["device"])
-    backend = HFBackend(model, AutoTokenizer.from_pretrained(folder, **source), **engine)
-    return ModelAgent(backend, name=f"hf:{path}", **sampling)
-
-
-def _checkpoint(path: str, gguf_file: str | None) -> tuple[str, dict[str, Any]]:
-    """(folder, ``from_pretrained`` keywords): transformers loads a GGUF file by name from its folder."""
-    if gguf_file is None and path.endswith(".gguf"):
-        path, gguf_file = str(Path(path).parent), Path(path).name
-    if gguf_file is None:
-        return path, {}
-    if not (Path(path) / gguf_file).is_file():
-        raise ValueError(f"no GGUF file {gguf_file!r} in {path!r}")
-    return path, {"gguf_file": gguf_file}
+    return ModelAgent(HFBackend(model, tokenizer, **engine), name=f"hf:{path}", **sampling)
 
 
 def vllm_agent(path: str, **options: Any) -> ModelAgent:
@@ -100,18 +88,14 @@ def vllm_agent(path: str, **options: Any) -> ModelAgent:
     reads no GGUF: a GGUF checkpoint (as for ``hf:``) is de-quantised by transformers (float32) and
     served from a temporary HF copy (``VLLMBackend.for_model``)."""
     from agents.backends.vllm_engine import VLLMBackend
+    from agents.checkpoints import load_policy, resolve
 
     sampling, engine = _split(options)
-    folder, source = _checkpoint(path, engine.pop("gguf_file", None))
-    if not source:
+    gguf_file = engine.pop("gguf_file", None)
+    if not resolve(path, gguf_file)[1]:
         return ModelAgent(VLLMBackend(path, **engine), name=f"vllm:{path}", **sampling)
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **source).eval()
-    # The weights are plain tensors now, but transformers keeps a GGUF quantisation marker that makes
-    # save_pretrained refuse the model ("not serializable").
-    del model.config.quantization_config
-    model.hf_quantizer = None
-    backend = VLLMBackend.for_model(model, AutoTokenizer.from_pretrained(folder, **source), **engine)
+    model, tokenizer = load_policy(path, gguf_file, dtype=torch.float32)
+    backend = VLLMBackend.for_model(model.eval(), tokenizer, **engine)
     return ModelAgent(backend, name=f"vllm:{path}", **sampling)

@@ -77,9 +77,30 @@ def cpu_name() -> str:
            f"{' '.join(flags) or 'no avx2'}"
 
 
+def bf16_emulated(size: int = 512, repeats: int = 10, clock: Callable[[], float] = time.perf_counter) -> bool:
+    """Whether bf16 autocast matrix products run over 2x slower than fp32 ones on this CPU (it emulates
+    bf16). Measured in well under a second, so that no model's step is timed in emulated bf16: a 135M
+    model's probe step took minutes that way (docs/experiments/pretrained-model.md)."""
+    import torch
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+
+    def best(bf16: bool) -> float:  # one thread: a second one on a busy machine made its timings a lottery
+        with num_threads(1), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            (a @ b).sum()  # untimed: lazy kernel set-up
+            times = []
+            for _ in range(repeats):
+                start = clock()
+                (a @ b).sum()
+                times.append(clock() - start)
+        return min(times)
+
+    return best(True) > 2 * best(False)
+
+
 def candidates(precision: str = "auto", threads: int = 0) -> list[Setting]:
-    """The settings worth timing. ``precision``: "auto" (fp32 and bf16), "fp32" or "bf16";
-    ``threads``: a fixed count, or 0 for 1 and every core this process may use."""
+    """The settings worth timing. ``precision``: "auto" (fp32, and bf16 unless ``bf16_emulated``),
+    "fp32" or "bf16"; ``threads``: a fixed count, or 0 for 1 and every core this process may use."""
     if precision not in ("auto", "fp32", "bf16"):
         raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16', not {precision!r}")
     if threads < 0:
@@ -87,6 +108,9 @@ def candidates(precision: str = "auto", threads: int = 0) -> list[Setting]:
     import torch
 
     counts = [threads] if threads else sorted({1, torch.get_num_threads()})
+    if precision == "auto" and bf16_emulated():
+        log.info("compute: bf16 matrix products are emulated on this CPU (over 2x slower than fp32): fp32 only")
+        precision = "fp32"
     precisions = {"auto": [False, True], "fp32": [False], "bf16": [True]}[precision]
     return [Setting(bf16, n) for bf16 in precisions for n in counts]
 

@@ -30,6 +30,7 @@ import numpy as np
 import tyro
 
 from agents.backends import check_backend_spec
+from agents.checkpoints import CheckpointError
 from agents.episode_log import RunFolderError, hold_folder, load_done, read_episodes, write_atomic
 from agents.scripted import ANSWERING
 from agents.summariser import make_strategy
@@ -37,7 +38,7 @@ from algorithms.batch import AGGREGATIONS
 from algorithms.tracking import Tracker, check_loggers
 from mempo_env.context import ContextStrategy
 from mempo_env.env import SEARCH_MODES
-from mempo_env.tasks import make_generated_task, resolve_task
+from mempo_env.tasks import held_out, make_generated_task, resolve_task
 from mempo_env.types import QATask
 
 # torch, transformers and scipy (seconds to import) come with train(): --help stays fast.
@@ -199,7 +200,8 @@ class Config:
                              f"{self.temperature}, {self.lr}")
         check_backend_spec(self.backend)
         if self.policy and not (Path(self.policy) / "config.json").is_file():
-            raise ValueError(f"policy {self.policy!r} is not a model folder (no config.json in it)")
+            raise ValueError(f"policy {self.policy!r} is not a model folder (no config.json in it); a pretrained "
+                             "GGUF model is warmed up first: python -m algorithms.sft --base FILE.gguf")
         if self.algo not in ("mempo", "grpo"):
             raise ValueError(f"algo must be 'mempo' or 'grpo', not {self.algo!r}")
         from algorithms.rollout import REWARDS
@@ -320,19 +322,6 @@ def check_history(run_dir: Path, start: int) -> None:
                              "nothing was changed")
 
 
-def held_out(task: QATask, fraction: float, seed: int = 0) -> tuple[QATask, QATask]:
-    """``task`` split in two by a shuffle fixed by ``seed`` (not the training seed: every run of a dataset
-    holds out the same questions): the rest to train on, ``fraction`` of it to evaluate on."""
-    order = np.random.default_rng(seed).permutation(len(task.questions))
-    cut = round(fraction * len(task.questions))
-    if not 0 < cut < len(task.questions):
-        raise ValueError(f"eval_fraction {fraction} of {task.name!r}'s {len(task.questions)} questions leaves "
-                         "nothing to train or to evaluate on")
-    test = set(order[:cut].tolist())
-    return (QATask(f"{task.name}[train]", [q for i, q in enumerate(task.questions) if i not in test], task.corpus),
-            QATask(f"{task.name}[held-out]", [q for i, q in enumerate(task.questions) if i in test], task.corpus))
-
-
 def datasets(cfg: Config) -> tuple[QATask, QATask]:
     """The training task and the held-out evaluation task, which share no question: the generated task's
     train and test splits (``split``/``eval_split`` if given), a real dataset's ``split`` and
@@ -399,9 +388,10 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
     """``train``'s work, in the run folder it holds: from the last complete checkpoint (``resume_point``)."""
     import torch
     from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from agents.backends import make_backend
+    from agents.checkpoints import check_same_network, load_policy
     from agents.statistics import jsonable, markdown_table, mean_ci, summarize
     from algorithms.advantages import grpo_advantages, shuffled_within_groups
     from algorithms.batch import build_samples, generated_tokens
@@ -426,9 +416,11 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
     # 1. Policy, frozen reference (the starting point), optimizer; or the last checkpoint. SDPA
     #    attention: it takes the prefix trees' 4D masks.
     start_dir = Path(cfg.policy) if cfg.policy else default_warmup(cfg.task_seed, cfg.hops)
-    tokenizer = AutoTokenizer.from_pretrained(start_dir)
+    if ckpt is not None:
+        check_same_network(ckpt, start_dir)
     load = dict(dtype=torch.float32, attn_implementation="sdpa")
-    ref = AutoModelForCausalLM.from_pretrained(start_dir, **load).to(device).eval().requires_grad_(False)
+    ref, tokenizer = load_policy(str(start_dir), **load)  # a causal LM with a chat template, or one clear error
+    ref = ref.to(device).eval().requires_grad_(False)
     start = 0
     try:
         model = AutoModelForCausalLM.from_pretrained(ckpt or start_dir, **load).to(device).eval()
@@ -704,7 +696,8 @@ def main(algo: str = "mempo", argv: list[str] | None = None, description: str = 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         train(cfg, data, strategy)
-    except RunFolderError as e:  # a busy, damaged or lost run folder: one line, exit 2
+    except (RunFolderError, CheckpointError) as e:  # a busy, damaged or lost run folder, a policy that is no
+        # causal LM with a chat template, a checkpoint of another network: one line, exit 2
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
 

@@ -3,6 +3,8 @@
     python -m algorithms.sft            # build the default warm-up in runs/cache (a CUDA GPU if there is one)
     python -m algorithms.sft --ship     # the same, then make it the shipped one (algorithms/warmup/)
     python -m algorithms.sft --steps 10 # a warm-up with other settings (--help lists them)
+    python -m algorithms.sft --base PATH --lora-rank 16 --real hotpotqa musique ...  # a pretrained chat
+                                        # model (HF folder or GGUF file; docs/learners.md#a-pretrained-model)
 
 The oracle's turns are the targets, each prompt rendered in a context strategy (``--context``: the
 memory-forcing view by default; ``full``, ``window:4``, ``summary``, ... as in
@@ -36,7 +38,8 @@ from algorithms.rollout import encode
 from mempo_env.context import ContextStrategy
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.retrieval import make_retriever
-from mempo_env.tasks import make_generated_task
+from mempo_env.tasks import held_out, make_generated_task
+from mempo_env.types import QATask
 from mempo_env.views import render_prompt
 
 if TYPE_CHECKING:
@@ -48,7 +51,8 @@ if TYPE_CHECKING:
 @dataclass
 class SFTConfig:
     base: str = ""
-    """HF causal LM to warm up; empty: the embedded tiny policy (built if missing)"""
+    """HF causal LM to warm up, a model folder or a GGUF file (de-quantised to float32); empty: the embedded
+    tiny policy (built if missing)"""
     cache_dir: str = "runs/cache"
     """where built policies and warm-ups are kept, keyed by their settings"""
     task_seed: int = 0
@@ -101,6 +105,19 @@ class SFTConfig:
     threads: int = 0
     """torch threads; 0: time a step with 1 and with every core, keep the faster (on 2 busy cores one
     thread ran 4x faster than two)"""
+    lora_rank: int = 0
+    """0: full fine-tuning; r > 0: a LoRA adapter of rank r (peft, alpha 2r) on every linear layer but the
+    output head, merged into the weights when saved, so the warm-up is a plain model folder either way
+    (the adapter alone is kept in ``adapter/``). For SmolLM2-135M a LoRA step cost 0.60x a full one's CPU
+    time and half its memory (docs/experiments/pretrained-model.md)"""
+    real: tuple[str, ...] = ()
+    """shared real QA sets (``hotpotqa``, ``musique``) that also give oracle episodes: their ``train100``
+    questions and their dev questions outside the held-out share that ``algorithms.mempo`` and
+    ``benchmarks.run --held-out`` evaluate on (``eval_fraction``), so no held-out question is trained on"""
+    real_share: float = 0.5
+    """share of the episodes played on the ``real`` sets (spread evenly over them); the rest on generated worlds"""
+    eval_fraction: float = 0.2
+    """each real set's held-out share of its dev questions (``mempo_env.tasks.held_out``, as the learner's)"""
     seed: int = 0
     """seeds the tiny policy's initialisation and the batch order"""
     hidden: int = 128
@@ -115,18 +132,33 @@ Turn = tuple[list[int], list[int]]
 """(prompt ids, response ids)"""
 
 
+def real_training_task(name: str, eval_fraction: float) -> QATask:
+    """A shared real set's questions a warm-up may learn from: its ``train100`` split and its dev split less
+    the held-out share the learner and ``benchmarks.run --held-out`` evaluate on."""
+    from mempo_env.tasks.loaders import load_shared
+
+    train, dev = load_shared(name, split="train100"), held_out(load_shared(name, split="dev"), eval_fraction)[0]
+    return QATask(f"{name}[warm-up]", train.questions + dev.questions, dev.corpus)
+
+
 def oracle_turns(cfg: SFTConfig, tokenizer, strategy: ContextStrategy | None = None) -> list[Turn]:
     """(prompt ids, response ids) of every oracle turn, prompts in ``strategy`` (default: built from
     ``cfg.context``) or, for a ``full_context`` share of the episodes, the whole history. The oracle reads
     its progress from its own last turn, which the whole history always holds (``env.messages``): so
-    the turns are the same in every strategy."""
+    the turns are the same in every strategy. A ``real_share`` of the episodes is played on ``cfg.real``'s
+    training questions, the rest on generated worlds."""
     strategy = strategy or make_strategy(cfg.context)
     agents, turns, pick = (OracleAgent(), OracleAgent(keep_evidence=False)), [], random.Random(cfg.seed)
-    for w in range(min(cfg.worlds, cfg.episodes)):
-        task = make_generated_task("train", seed=cfg.task_seed + w, hops=cfg.hops)
+    real = round(cfg.real_share * cfg.episodes) if cfg.real else 0
+    generated = cfg.episodes - real
+    sources = [(make_generated_task("train", seed=cfg.task_seed + w, hops=cfg.hops), range(w, generated, cfg.worlds))
+               for w in range(min(cfg.worlds, generated))]
+    sources += [(real_training_task(name, cfg.eval_fraction), range(generated + i, cfg.episodes, len(cfg.real)))
+                for i, name in enumerate(cfg.real)]
+    for task, episodes in sources:
         retriever = make_retriever(None, task.corpus)
         envs = [MemSearchQAEnv(task, retriever=retriever, context=view) for view in (strategy, "full")]
-        for episode in range(w, cfg.episodes, cfg.worlds):
+        for episode in episodes:
             env = envs[pick.random() < cfg.full_context]
             agent = agents[pick.random() < cfg.pointer_memory]
             k = cfg.objectives[episode % len(cfg.objectives)]
@@ -180,18 +212,40 @@ def accumulate(model: torch.nn.Module, batch: list[Turn], setting: Setting, cfg:
     return loss
 
 
+PROBE_SIZE = 100_000_000_000
+"""parameters x tokens of the step that times each precision and thread count: a whole step of the tiny
+policy (1.2M parameters), a slice of one for a pretrained model (SmolLM2-135M: 740 tokens, 8 s a call in
+fp32 on one Xeon core; its whole 64-turn step, timed six times over, would take half an hour)"""
+
+
+def probe_turns(turns: list[Turn], budget: int) -> list[Turn]:
+    """The first of ``turns`` that hold at most ``budget`` tokens together (at least one turn)."""
+    kept, total = [], 0
+    for turn in turns:
+        total += len(turn[0]) + len(turn[1])
+        if kept and total > budget:
+            break
+        kept.append(turn)
+    return kept
+
+
 def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> Path:
     """Train ``cfg``'s warm-up into ``out_dir``. ``turns``: its oracle turns when rendered already
     (``oracle_turns`` of ``cfg`` with the base's tokenizer), e.g. to compare them with another strategy's."""
     import torch
     from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from agents.checkpoints import load_policy
     from algorithms.tiny_policy import build_tiny_policy
 
     strategy = make_strategy(cfg.context)  # a bad name fails before anything is built
     if cfg.microbatch_size < 0:
         raise ValueError(f"microbatch_size must be >= 0 (0: the whole step at once), not {cfg.microbatch_size}")
+    if cfg.lora_rank < 0:
+        raise ValueError(f"lora_rank must be >= 0 (0: full fine-tuning), not {cfg.lora_rank}")
+    if not 0 <= cfg.real_share <= 1 or not 0 < cfg.eval_fraction < 1:
+        raise ValueError(f"need 0 <= real_share <= 1 and 0 < eval_fraction < 1, got {cfg.real_share}, "
+                         f"{cfg.eval_fraction}")
     if cfg.base:
         base = Path(cfg.base)
     else:
@@ -200,15 +254,20 @@ def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> P
         tiny_dir = Path(cfg.cache_dir) / "tiny-policy" / f"task{cfg.task_seed}-seed{cfg.seed}-{shape}"
         exists = (tiny_dir / "config.json").exists()
         base = tiny_dir if exists else build_tiny_policy(tiny_dir, task_seed=cfg.task_seed, seed=cfg.seed, **size)
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model, tokenizer = load_policy(str(base), dtype=torch.float32)
     window = model.config.max_position_embeddings
+    if cfg.lora_rank:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, lora_dropout=0.0,
+                                                 target_modules="all-linear"))
+    trainable = [p for p in model.parameters() if p.requires_grad]
     turns = oracle_turns(cfg, tokenizer, strategy) if turns is None else turns
     # full views at long horizons can outgrow the window: left out, and counted in build.json
     dropped = len(turns) - len(turns := [t for t in turns if len(t[0]) + len(t[1]) <= window])
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps)
                                                  * 0.5 * (1 + math.cos(math.pi * s / cfg.steps)))
     model.train()
@@ -219,6 +278,7 @@ def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> P
         model.to("cuda")
     else:
         probe = random.Random(-1).sample(turns, min(cfg.batch_size, len(turns)))  # leaves the batch order alone
+        probe = probe_turns(probe, PROBE_SIZE // sum(p.numel() for p in model.parameters()))
         setting, seconds = fastest(lambda s: (accumulate(model, probe, s, cfg, pad), model.zero_grad()),
                                    candidates(cfg.precision, cfg.threads))
     started, trained = time.perf_counter(), 0
@@ -228,16 +288,21 @@ def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> P
             batch = rng.sample(turns, min(cfg.batch_size, len(turns)))
             loss = accumulate(model, batch, setting, cfg, pad)
             trained += sum(len(p) + len(r) for p, r in batch)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
             optimizer.step()
             schedule.step()
             bar.set_postfix(loss=f"{loss:.3f}")
     build = {"seconds": round(time.perf_counter() - started), "compute": str(setting), "cpu": cpu_name(),
+             "trainable_parameters": sum(p.numel() for p in trainable),
              "measured_s_per_step": {str(s): round(t, 4) for s, t in seconds.items()}, "torch": torch.__version__,
              "turns": len(turns), "turns_over_window": dropped, "trained_tokens": trained}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out_dir.parent))
-    model.cpu().save_pretrained(tmp)
+    model.cpu()
+    if cfg.lora_rank:  # the adapter alone (small enough to ship), then the weights with it merged in
+        model.save_pretrained(tmp / "adapter")
+        model = model.merge_and_unload()
+    model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "sft_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     (tmp / "build.json").write_text(json.dumps(build, indent=1))
@@ -252,7 +317,9 @@ def recipe(cfg: SFTConfig) -> dict:
     warm-up used before ``context`` existed, is left out of it, so those keep their key (the shipped
     one its record)."""
     skip = ("cache_dir", "precision", "threads", "microbatch_size") + (("context",) if cfg.context == "memory" else ())
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip}
+    # options added since the shipped warm-up are left out at their defaults, so that it keeps its key
+    later = {"lora_rank": 0, "real": (), "real_share": 0.5, "eval_fraction": 0.2}
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip and later.get(k, k) != v}
 
 
 def warmup_dir(cfg: SFTConfig) -> Path:
@@ -309,4 +376,9 @@ if __name__ == "__main__":
         built = default_warmup(build=True)
         print(ship(built, default_recipe()) if sys.argv[1:] else built)
     else:
-        print(ensure_warmup(tyro.cli(SFTConfig, description=__doc__)))
+        cfg = tyro.cli(SFTConfig, description=__doc__)
+        try:
+            print(ensure_warmup(cfg))
+        except (ValueError, FileNotFoundError) as e:  # a bad option, base model or data folder: one line
+            print(f"python -m algorithms.sft: error: {e}", file=sys.stderr)
+            sys.exit(2)

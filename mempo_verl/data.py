@@ -17,7 +17,7 @@ on a reward of 0, quietly).
 A source is anything ``mempo_env.tasks.resolve_task`` takes, with an optional ``:split``
 ("generated:train", "hotpotqa:train100", "musique"), or a question file (JSONL/JSON/parquet, read
 with ``load_questions``). Validation questions never appear in training rows: the generated task's
-"test" split, else a fixed ``--eval-fraction`` of each source's questions (``algorithms.mempo.held_out``).
+"test" split, else a fixed ``--eval-fraction`` of each source's questions (``mempo_env.tasks.held_out``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def corpus_key(docs: Sequence[Document]) -> str:
 def source_splits(source: str, eval_fraction: float) -> tuple[list[QARecord], list[QARecord], str | None]:
     """(train, validation) questions of one source, disjoint, and the ``corpus_key`` of the corpus that
     holds their evidence (None when the source brings none)."""
-    from algorithms.mempo import held_out
+    from mempo_env.tasks import held_out
 
     if Path(source).is_file():
         task = QATask(Path(source).stem, load_questions(source), corpus_from_contexts(source))

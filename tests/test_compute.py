@@ -7,7 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from algorithms.compute import Setting, candidates, fastest
+import algorithms.compute
+from algorithms.compute import Setting, bf16_emulated, candidates, fastest
 from algorithms.sft import SFTConfig, ensure_warmup, recipe, warmup_dir
 
 
@@ -41,18 +42,41 @@ def test_a_single_candidate_is_not_timed() -> None:
     assert fastest(run, [Setting(False, 2)], clock=clock) == (Setting(False, 2), {}) and calls == []
 
 
-def test_candidates() -> None:
+@pytest.fixture
+def bf16_native(monkeypatch):
+    """The candidates of a CPU with bf16 instructions, whatever this one has."""
+    monkeypatch.setattr(algorithms.compute, "bf16_emulated", lambda: False)
+
+
+def test_candidates(bf16_native, monkeypatch) -> None:
     cores = torch.get_num_threads()
     assert candidates("fp32", 1) == [Setting(False, 1)]
     assert candidates("bf16", 3) == [Setting(True, 3)]
     assert set(candidates()) == {Setting(b, n) for b in (False, True) for n in {1, cores}}
+    # where bf16 is emulated, "auto" times no model step in it; asked for by name, it is still given
+    monkeypatch.setattr(algorithms.compute, "bf16_emulated", lambda: True)
+    assert set(candidates()) == {Setting(False, n) for n in {1, cores}}
+    assert candidates("bf16", 1) == [Setting(True, 1)]
     with pytest.raises(ValueError, match="precision"):
         candidates("fp16")
     with pytest.raises(ValueError, match="threads"):
         candidates("auto", -1)
 
 
-def test_the_warmup_records_how_it_was_built(tmp_path) -> None:
+@pytest.mark.parametrize("ratio, emulated", [(3.0, True), (1.5, False), (0.5, False)])
+def test_bf16_emulated_compares_matrix_products(ratio: float, emulated: bool) -> None:
+    """bf16 is timed first (10 products), then fp32: a clock under which each bf16 product lasts ``ratio``."""
+    now, calls = [0.0], [0]
+
+    def clock() -> float:
+        calls[0] += 1
+        now[0] += (ratio if calls[0] <= 20 else 1.0) * (calls[0] % 2 == 0)  # every second reading ends a call
+        return now[0]
+
+    assert bf16_emulated(size=8, clock=clock) is emulated
+
+
+def test_the_warmup_records_how_it_was_built(tmp_path, bf16_native) -> None:
     cfg = SFTConfig(cache_dir=str(tmp_path), episodes=4, worlds=2, steps=1, batch_size=2, threads=1)
     out = ensure_warmup(cfg)
     build = json.loads((out / "build.json").read_text())

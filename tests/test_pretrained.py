@@ -63,7 +63,7 @@ def test_a_turn_ending_eos_token_is_not_part_of_the_action(tokenizer) -> None:
 
 
 def test_gguf_file_or_folder_and_name_is_the_same_checkpoint(tmp_path: Path) -> None:
-    from agents.model import _checkpoint
+    from agents.checkpoints import resolve as _checkpoint
 
     (tmp_path / GGUF).touch()
     expected = (str(tmp_path), {"gguf_file": GGUF})

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mempo_env.tasks.generated import make_generated_task
 from mempo_env.types import QATask
 
@@ -51,9 +53,23 @@ def resolve_task(
     return load_task(dataset, corpus)
 
 
+def held_out(task: QATask, fraction: float, seed: int = 0) -> tuple[QATask, QATask]:
+    """``task`` split in two by a shuffle fixed by ``seed`` (not the training seed: every run of a dataset
+    holds out the same questions: the learners' evaluation, the warm-up's exclusions and ``benchmarks.run``'s
+    ``--held-out``): the rest to train on, ``fraction`` of it to evaluate on."""
+    order = np.random.default_rng(seed).permutation(len(task.questions))
+    cut = round(fraction * len(task.questions))
+    if not 0 < cut < len(task.questions):
+        raise ValueError(f"eval_fraction {fraction} of {task.name!r}'s {len(task.questions)} questions leaves "
+                         "nothing to train or to evaluate on")
+    test = set(order[:cut].tolist())
+    return (QATask(f"{task.name}[train]", [q for i, q in enumerate(task.questions) if i not in test], task.corpus),
+            QATask(f"{task.name}[held-out]", [q for i, q in enumerate(task.questions) if i in test], task.corpus))
+
+
 def _no_corpus(what: str, corpus: str | Path | None) -> None:
     if corpus is not None:
         raise ValueError(f"{what} brings its own corpus; corpus={str(corpus)!r} would be ignored")
 
 
-__all__ = ["make_generated_task", "resolve_task"]
+__all__ = ["held_out", "make_generated_task", "resolve_task"]
