@@ -59,8 +59,9 @@ def encode(tokenizer: Any, text: str) -> list[int]:
 
 def mem_token_span(tokenizer: Any, ids: list[int], include_tags: bool = True) -> tuple[int, int] | None:
     """The tokens of the first ``<mem>…</mem>`` block, found through the character offsets of the
-    decoded ids (never by re-tokenising text). Without ``include_tags``, only the tokens strictly
-    inside the tags."""
+    decoded ids (never by re-tokenising text): every token that writes part of it, also one that goes
+    on past it (SmolLM2's BPE writes ``>`` and the newline after ``</mem>`` as one token). Without
+    ``include_tags``, the tokens that write part of what is between the tags."""
     ends = [len(tokenizer.decode(ids[: k + 1])) for k in range(len(ids))]
     text = tokenizer.decode(ids)
     start = text.find("<mem>")
@@ -69,7 +70,7 @@ def mem_token_span(tokenizer: Any, ids: list[int], include_tags: bool = True) ->
         return None
     lo, hi = (start, stop + len("</mem>")) if include_tags else (start + len("<mem>"), stop)
     begins = [0] + ends[:-1]
-    tokens = [k for k in range(len(ids)) if begins[k] >= lo and ends[k] <= hi]
+    tokens = [k for k in range(len(ids)) if begins[k] < hi and ends[k] > lo]
     return (tokens[0], tokens[-1] + 1) if tokens else None
 
 

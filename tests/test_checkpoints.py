@@ -99,8 +99,9 @@ def test_check_same_network(tmp_path: Path) -> None:
 
 def test_resume_onto_a_checkpoint_of_another_network_is_one_line(tmp_path: Path, capsys) -> None:
     """--resume of a run whose checkpoint is another network exits 2 naming both, and changes nothing."""
-    import algorithms.mempo as mempo
     from test_training import folder_state
+
+    import algorithms.mempo as mempo
 
     run = tmp_path / "run"
     (run / "checkpoint").mkdir(parents=True)

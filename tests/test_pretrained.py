@@ -18,6 +18,7 @@ from mempo_env.prompts import get_prompt
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 from agents import make_agent
+from agents.backends.base import Generation
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -40,7 +41,6 @@ def test_missing_gguf_is_one_clear_error(spec: str) -> None:
 def test_a_turn_ending_eos_token_is_not_part_of_the_action(tokenizer) -> None:
     """A chat model ends its turn with its end-of-sequence token: the action leaves it to the chat
     template (as text it would be a forged special token), while a stop string's turn is kept whole."""
-    from agents.backends.base import Generation
     from agents.model import ModelAgent
 
     turn, stopped = "<mem>m</mem><think>t</think>a", "<mem>m</mem><think>t</think><answer>a</answer>"
@@ -120,3 +120,71 @@ def test_vllm_plays_an_episode_through_its_own_chat_template(monkeypatch_module)
     monkeypatch_module.setenv("HF_HUB_OFFLINE", "1")
     agent = make_agent(f"vllm:{smollm2_gguf()}#enforce_eager=true#max_model_len=2048#max_new_tokens=48")
     play_through_chat_template(agent)
+
+
+@pytest.fixture(scope="module")
+def smol_tokenizer(monkeypatch_module):
+    from agents.checkpoints import load_tokenizer
+
+    monkeypatch_module.setenv("HF_HUB_OFFLINE", "1")
+    return load_tokenizer(str(smollm2_gguf()))
+
+
+class SampledIds:
+    """An engine whose turns are given as token ids, as a sampler may draw them: not the ids the tokenizer
+    would give their text (``encode(decode(ids)) != ids``)."""
+
+    def __init__(self, turns: list[list[int]], tokenizer) -> None:
+        self.turns, self.tokenizer, self.round = turns, tokenizer, 0
+
+    def generate(self, prompts, **kwargs):
+        ids = self.turns[self.round]
+        self.round += 1
+        return [[Generation(ids, [-0.5] * len(ids), self.tokenizer.decode(ids), "stop")] for _ in prompts]
+
+
+def spelled(tokenizer, text: str, *, spell: str) -> list[int]:
+    """``text``'s ids with ``spell`` (a part of it) written one character per token."""
+    from algorithms.rollout import encode
+
+    before, _, after = text.partition(spell)
+    return encode(tokenizer, before) + [i for ch in spell for i in encode(tokenizer, ch)] + encode(tokenizer, after)
+
+
+@pytest.mark.pretrained
+@pytest.mark.parametrize("context", ["memory", "full"])
+def test_the_learner_trains_on_the_sampled_ids_of_the_real_tokenizer(smol_tokenizer, context: str) -> None:
+    """Token fidelity across turns (TRL #5224, verl #3720): with SmolLM2's tokenizer and turns sampled as ids
+    that re-tokenise differently, every training sample holds exactly the sampled ids at the positions they
+    were generated, the memory advantage lands on the ids of the <mem> block, and the memory reward scores
+    the gold answer's own ids after the answering prefix."""
+    from test_rollout import TASK, TURNS
+
+    from algorithms.batch import build_samples
+    from algorithms.memory_reward import scoring_requests
+    from algorithms.rollout import collect_rollouts, encode
+    from mempo_env.env import MemSearchQAEnv
+
+    tok = smol_tokenizer
+    sampled = [spelled(tok, turn, spell=turn[5:turn.index("</mem>")]) for turn in TURNS]
+    assert all(encode(tok, tok.decode(ids)) != ids and tok.decode(ids) == t for ids, t in zip(sampled, TURNS))
+    env = MemSearchQAEnv(TASK, objectives=2, context=context, tokenizer=tok, cache_dir=None)
+    [rollout] = collect_rollouts(SampledIds(sampled, tok), [env], [[0, 1]])
+    assert rollout.info["em"] == 1 and [t.response_ids for t in rollout.turns] == sampled
+    blocks = [turn[: turn.index("</mem>") + len("</mem>")] for turn in TURNS]
+    # the whole block; SmolLM2's BPE writes the tag's ">" and the next "<" as one token, which the span keeps
+    spans = [tok.decode(t.response_ids[slice(*t.mem_span)]) for t in rollout.turns]
+    assert all(s.startswith(b) and t.startswith(s) and len(s) <= len(b) + 1 for s, b, t in zip(spans, blocks, TURNS))
+    if context == "full":  # each turn's prompt extends the previous prompt and its sampled ids, untouched
+        for before, after in zip(rollout.turns, rollout.turns[1:]):
+            assert after.prompt_ids[: len(before.prompt_ids) + len(before.response_ids)] == \
+                before.prompt_ids + before.response_ids
+    a_mem = {(0, t): 1.0 for t in range(1, len(sampled))}
+    samples = build_samples([rollout], [0.5], a_mem, context)
+    generated = [[i for i, r in zip(s.input_ids, s.response_mask) if r] for s in samples]
+    assert sum(generated, []) == sum(sampled, [])  # the sampled ids, nothing re-tokenised
+    memory = [tok.decode([i for i, m in zip(s.input_ids, s.mem_mask) if m]) for s in samples]
+    assert memory == (["", *spans[1:]] if context == "memory" else ["".join(spans[1:])])
+    contexts, continuations = scoring_requests(tok, [rollout], [(0, 1)])
+    assert all(tok.decode(c) == " " + rollout.gold for c in continuations)
+    assert all(tok.decode(c).endswith("<answer>") for c in contexts)

@@ -399,8 +399,7 @@ def test_the_runner_says_where_it_wrote(tmp_path, capsys):
 
 def test_held_out_questions_never_train():
     """A dataset without an evaluation split loses a fixed share of its questions to the evaluation."""
-    from mempo_env.tasks import held_out
-    from mempo_env.tasks import make_generated_task
+    from mempo_env.tasks import held_out, make_generated_task
 
     task = make_generated_task("test", hops=1)
     train_, test = held_out(task, 0.25)
