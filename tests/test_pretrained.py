@@ -7,6 +7,7 @@ The model's accuracy and exact text are not asserted: they depend on the CPU's f
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -188,3 +189,26 @@ def test_the_learner_trains_on_the_sampled_ids_of_the_real_tokenizer(smol_tokeni
     contexts, continuations = scoring_requests(tok, [rollout], [(0, 1)])
     assert all(tok.decode(c) == " " + rollout.gold for c in continuations)
     assert all(tok.decode(c).endswith("<answer>") for c in contexts)
+
+
+@pytest.mark.pretrained
+def test_warm_up_one_rl_step_and_reload_of_the_real_model(tmp_path, monkeypatch_module) -> None:
+    """The whole pipeline on SmolLM2 at tiny size: a LoRA warm-up from the GGUF through its chat template,
+    one MemPO step from it (the memory reward scored), and the trained checkpoint played back as ``hf:``."""
+    pytest.importorskip("peft")
+    from algorithms.mempo import Config, train
+    from algorithms.sft import SFTConfig, ensure_warmup
+
+    monkeypatch_module.setenv("HF_HUB_OFFLINE", "1")
+    cfg = SFTConfig(base=str(smollm2_gguf()), cache_dir=str(tmp_path), episodes=2, worlds=1, objectives=(1,),
+                    steps=1, batch_size=2, microbatch_size=1, lora_rank=4, lr=1e-4, precision="fp32", threads=1)
+    warm = ensure_warmup(cfg)
+    assert (warm / "adapter").is_dir() and "<|im_start|>" in (warm / "chat_template.jinja").read_text()
+    run = tmp_path / "run"
+    train(Config(policy=str(warm), run_dir=str(run), steps=1, questions_per_step=1, group_size=2, objectives=1,
+                 max_turns=2, max_new_tokens=16, minibatch_size=4, pack_tokens=1024, eval_episodes=0,
+                 eval_every=0, threads=1, checkpoint_every=1))
+    [step] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert step["step"] == 1 and "memory_reward_s" in step
+    agent = make_agent(f"hf:{run / 'checkpoint'}#max_new_tokens=16")
+    play_through_chat_template(agent)

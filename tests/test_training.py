@@ -512,3 +512,39 @@ def test_resume_of_a_damaged_config_names_the_file(tmp_path):
                                 env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE)
         refused(proc, message)
         assert config.read_text() == text
+
+
+@needs_shared
+def test_warmup_real_questions_never_include_a_held_out_one(tokenizer):
+    """``algorithms.sft --real``: a real set's warm-up questions are its train100 split and its dev split
+    less the held-out share the learner evaluates on; a share of the oracle episodes is played on them."""
+    from algorithms.mempo import datasets
+    from algorithms.sft import oracle_turns, real_training_task
+    from mempo_env.tasks import resolve_task
+
+    for name in ("hotpotqa", "musique"):
+        warm = {q.id for q in real_training_task(name, 0.2).questions}
+        _, test = datasets(Config(dataset=name))
+        dev, train100 = ({q.id for q in resolve_task(name, split=s).questions} for s in ("dev", "train100"))
+        assert not warm & {q.id for q in test.questions} and warm == train100 | (dev - {q.id for q in test.questions})
+    cfg = SFTConfig(episodes=8, worlds=2, objectives=(1,), real=("hotpotqa",), real_share=0.5)
+    prompts = [tokenizer.decode(p) for p, _ in oracle_turns(cfg, tokenizer)]
+    hotpot = {q.question for q in real_training_task("hotpotqa", 0.2).questions}
+    asked = {next((q for q in hotpot if q in p), None) for p in prompts} - {None}
+    assert 1 <= len(asked) <= 4 and any(not any(q in p for q in hotpot) for p in prompts)
+
+
+def test_a_lora_warm_up_saves_a_plain_model_and_its_adapter(tmp_path):
+    """--lora-rank: the adapter is trained alone (far fewer parameters) and merged when saved, so the warm-up
+    loads as the base's own architecture; the adapter is kept beside it."""
+    cfg = SFTConfig(cache_dir=str(tmp_path), episodes=4, worlds=2, steps=2, batch_size=4, lora_rank=4, lr=1e-2,
+                    precision="fp32", threads=1)
+    out = ensure_warmup(cfg)
+    build = json.loads((out / "build.json").read_text())
+    base = json.loads((out / "sft_config.json").read_text())
+    assert base["lora_rank"] == 4 and (out / "adapter" / "adapter_config.json").is_file()
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert 0 < build["trainable_parameters"] < sum(p.numel() for p in model.parameters()) / 10
+    assert not any("lora" in name for name, _ in model.named_parameters())
+    with pytest.raises(ValueError, match="lora_rank must be >= 0"):
+        ensure_warmup(dataclasses.replace(cfg, lora_rank=-1))
