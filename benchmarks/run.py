@@ -46,11 +46,12 @@ from agents.runner import play
 from agents.summariser import make_strategy
 from benchmarks.report import CONFIG, EPISODES, BenchmarkError, episode_key, read_config, write_report
 from mempo_env.context import ContextStrategy
+from mempo_env.env import SEARCH_MODES
 from mempo_env.prompts import get_prompt
 from mempo_env.retrieval import make_retriever
 from mempo_env.retrieval.base import Retriever, RetrieverError
 from mempo_env.retrieval.cache import RecordReplayRetriever
-from mempo_env.tasks import resolve_task
+from mempo_env.tasks import held_out, resolve_task
 from mempo_env.types import QATask
 
 OBJECTIVES = (1, 2, 4, 6, 8, 10)
@@ -199,6 +200,8 @@ def evaluate(
     dataset: str | Path | QATask | None = None,
     corpus: str | Path | None = None,
     split: str | None = None,
+    held_out_share: float | None = None,
+    search_mode: str = "retriever",
     objectives: Sequence[int] = OBJECTIVES,
     contexts: Sequence[str | ContextStrategy] = CONTEXTS,
     episodes: int = 100,
@@ -218,7 +221,10 @@ def evaluate(
     """Evaluate every agent x context x objectives cell on ``episodes`` episodes; return the summary
     rows (``agents.statistics.summarize``) of that grid and write the run to ``out_dir`` (see the module doc).
 
-    ``split``: ``None`` is the generated task's ``test`` or a shared set's default split.
+    ``split``: ``None`` is the generated task's ``test`` or a shared set's default split. ``held_out_share``:
+    only that share of it, the questions ``algorithms.mempo`` holds out at that ``--eval-fraction`` and
+    ``algorithms.sft --real`` never trains on (``mempo_env.tasks.held_out``). ``search_mode``: the
+    environment's ``search`` (``"oracle"``: the gold evidence of the next hop, docs/environment.md).
     ``contexts``: context strategies by name (``memory``, ``full``, ``window:K``,
     ``summary[:CHARS[:SUMMARISER]]``, a registered one) or ``ContextStrategy`` objects; each is built once
     (a summariser model loads here) and its name labels its episodes.
@@ -246,6 +252,13 @@ def evaluate(
     except ValueError as e:
         raise BenchmarkError(str(e)) from None
     task, split = load_task(dataset, corpus, split)
+    if held_out_share is not None:
+        try:
+            task = held_out(task, held_out_share)[1]
+        except ValueError as e:
+            raise BenchmarkError(f"held_out: {e}") from None
+    if search_mode not in SEARCH_MODES:
+        raise BenchmarkError(f"search must be one of {SEARCH_MODES}, not {search_mode!r}")
     if max(objectives) > len(task.questions):
         raise BenchmarkError(f"{max(objectives)} objectives per episode but {task.name} has only "
                              f"{len(task.questions)} questions")
@@ -254,7 +267,10 @@ def evaluate(
                 "corpus": None if corpus is None else str(corpus),
                 "split": split, "seed": seed, "prompt": prompt, "max_turns": max_turns,
                 "turns_per_objective": turns_per_objective, "tokenizer": tokenizer,
-                "max_context_tokens": max_context_tokens, "retriever": retriever}
+                "max_context_tokens": max_context_tokens, "retriever": retriever,
+                # recorded only when set: folders of earlier runs lack them and keep resuming
+                **({"held_out": held_out_share} if held_out_share is not None else {}),
+                **({"search": search_mode} if search_mode != "retriever" else {})}
     labelled = label_agents(agents)
     specs = {label: spec_of(agent) for label, agent in labelled.items()}
     search = make_search(retriever, task, record_retrieval, replay_retrieval)
@@ -288,7 +304,8 @@ def evaluate(
                     continue
                 bar.set_postfix_str(f"{label} {context} k={k}")
                 turns = max(max_turns, turns_per_objective * k)
-                envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, context=strategies[context],
+                envs = [gym.make("MemSearchQA-v0", dataset=task, retriever=search, search=search_mode,
+                                 context=strategies[context],
                                  prompt=prompt, objectives=k, max_turns=turns, tokenizer=tok,
                                  max_context_tokens=max_context_tokens)
                         for _ in range(min(batch_size, len(eps)))]
@@ -323,6 +340,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--split", default=None,
                    help="the dataset's split: train or test (default) of the generated task; a shared set's "
                         "(hotpotqa, musique: dev (default), train100)")
+    p.add_argument("--held-out", type=float, default=None, metavar="SHARE",
+                   help="only this share of the split: the questions algorithms.mempo --eval-fraction SHARE "
+                        "evaluates on and algorithms.sft --real never trains on (e.g. 0.2)")
+    p.add_argument("--search", default="retriever", choices=SEARCH_MODES,
+                   help="what a search returns: the retriever's top-k, or the gold evidence of the next hop "
+                        "(oracle: F1 lost is memory's alone; docs/environment.md)")
     p.add_argument("--retriever", default=None, help="Search-R1 /retrieve URL (default: in-process BM25)")
     p.add_argument("--record-retrieval", metavar="LOG", help="append every search result to this JSONL log")
     p.add_argument("--replay-retrieval", metavar="LOG", help="answer searches only from this log (exact rerun)")
@@ -346,7 +369,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     try:
         agents = [s.strip() for s in args.agents.split(",") if s.strip()]
         records = evaluate(agents, out_dir=args.out, dataset=args.dataset, corpus=args.corpus,
-                           split=args.split, objectives=_int_list(args.objectives, "--objectives"),
+                           split=args.split, held_out_share=args.held_out, search_mode=args.search,
+                           objectives=_int_list(args.objectives, "--objectives"),
                            contexts=[c.strip() for c in args.context.split(",")], episodes=args.episodes,
                            seed=args.seed, prompt=args.prompt, max_turns=args.max_turns,
                            turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,

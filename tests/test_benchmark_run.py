@@ -218,6 +218,37 @@ def test_the_split_played_is_recorded(tmp_path, capsys):
     assert exit_info.value.code == 2 and f"{questions} has no split 'dev'" in capsys.readouterr().err
 
 
+def test_held_out_plays_only_the_questions_the_learner_holds_out(tmp_path, capsys):
+    """--held-out SHARE: the episodes ask only the questions algorithms.mempo evaluates on at that
+    --eval-fraction (and algorithms.sft --real never trains on); the share is recorded, a bad one refused."""
+    from mempo_env.tasks import held_out, make_generated_task
+
+    main(["--agents", "oracle", "--objectives", "1", "--episodes", "12", "--no-plots", "--held-out", "0.2",
+          "--out", str(tmp_path / "a")])
+    test = held_out(make_generated_task("test"), 0.2)[1]
+    asked = {q for r in read(tmp_path / "a" / "episodes.jsonl") for q in r["question_ids"]}
+    assert asked <= {q.id for q in test.questions} and len(asked) > 1
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["settings"]["held_out"] == 0.2
+    with pytest.raises(SystemExit) as exit_info:
+        main(ARGS + ["--out", str(tmp_path / "b"), "--held-out", "1.0"])
+    assert exit_info.value.code == 2 and "held_out: eval_fraction 1.0" in capsys.readouterr().err
+
+
+def test_oracle_search_is_played_and_recorded(tmp_path):
+    """--search oracle: every search returns one document, the next hop's gold one (the retriever: its top 3);
+    the mode is recorded (and left out at its default, so earlier folders keep resuming)."""
+    for mode in ("oracle", "retriever"):
+        main(ARGS + ["--out", str(tmp_path / mode), "--search", mode, "--agents", "weak"])
+    settings = {m: json.loads((tmp_path / m / "config.json").read_text())["settings"] for m in ("oracle", "retriever")}
+    assert settings["oracle"]["search"] == "oracle" and "search" not in settings["retriever"]
+
+    def documents_per_reply(mode: str) -> set[int]:
+        return {m["content"].count("Doc ") for r in read(tmp_path / mode / "episodes.jsonl") for m in r["trajectory"]
+                if m["role"] == "user" and m["content"].startswith("<tool_response>")}
+
+    assert documents_per_reply("oracle") == {1} and documents_per_reply("retriever") == {3}
+
+
 @needs_shared
 def test_a_split_a_real_dataset_lacks_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
