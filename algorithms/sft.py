@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import random
 import shutil
 import sys
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING
 import tyro
 
 from agents import OracleAgent
+from agents.episode_log import hold_folder
 from agents.summariser import make_strategy
 from algorithms.compute import Setting, candidates, cpu_name, fastest, num_threads
 from algorithms.rollout import encode
@@ -84,6 +86,9 @@ class SFTConfig:
     instead of evidence (docs/experiments/earlier-recipes.md). Made for 1-hop questions."""
     steps: int = 3000
     """optimizer steps (measured: 2 minutes on an H200; docs/experiments/warm-up.md has the CPU figures)"""
+    checkpoint_every: int = 100
+    """steps between saves of the training state (``.warmup-KEY.partial/`` beside the warm-up): a killed
+    warm-up started again with the same settings continues from its last save, to the same weights"""
     batch_size: int = 64
     """turns per step"""
     microbatch_size: int = 0
@@ -272,30 +277,57 @@ def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> P
                                                  * 0.5 * (1 + math.cos(math.pi * s / cfg.steps)))
     model.train()
     pad = tokenizer.pad_token_id
-
-    if torch.cuda.is_available():  # a GPU builds the default recipe in 2 minutes instead of hours
-        setting, seconds = Setting(bf16=cfg.precision != "fp32", threads=torch.get_num_threads(), device="cuda"), {}
-        model.to("cuda")
-    else:
-        probe = random.Random(-1).sample(turns, min(cfg.batch_size, len(turns)))  # leaves the batch order alone
-        probe = probe_turns(probe, PROBE_SIZE // sum(p.numel() for p in model.parameters()))
-        setting, seconds = fastest(lambda s: (accumulate(model, probe, s, cfg, pad), model.zero_grad()),
-                                   candidates(cfg.precision, cfg.threads))
-    started, trained = time.perf_counter(), 0
-    with num_threads(setting.threads):
-        for _ in (bar := tqdm(range(cfg.steps), desc=f"warm-up ({setting})")):
-            optimizer.zero_grad()
-            batch = rng.sample(turns, min(cfg.batch_size, len(turns)))
-            loss = accumulate(model, batch, setting, cfg, pad)
-            trained += sum(len(p) + len(r) for p, r in batch)
-            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-            optimizer.step()
-            schedule.step()
-            bar.set_postfix(loss=f"{loss:.3f}")
-    build = {"seconds": round(time.perf_counter() - started), "compute": str(setting), "cpu": cpu_name(),
-             "trainable_parameters": sum(p.numel() for p in trainable),
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = out_dir.with_name(f".{out_dir.name}.partial")
+    partial.mkdir(exist_ok=True)
+    with hold_folder(partial, "--cache-dir"):  # one build of a warm-up at a time
+        state = resume_state(partial, cfg)
+        if state is not None:  # a killed build of the same recipe: on from its last save
+            setting, seconds = Setting(**state["setting"]), state["seconds"]
+            model.to(setting.device)  # before the optimizer's state, which goes where the parameters are
+            trainable_by_name = {n: p for n, p in model.named_parameters() if p.requires_grad}
+            with torch.no_grad():
+                for name, value in state["trainable"].items():
+                    trainable_by_name[name].copy_(value)
+            optimizer.load_state_dict(state["optimizer"])
+            schedule.load_state_dict(state["schedule"])
+            rng.setstate(state["rng"])
+            torch.set_rng_state(state["torch_rng"])
+        elif torch.cuda.is_available():  # a GPU builds the default recipe in 2 minutes instead of hours
+            setting, seconds = Setting(bf16=cfg.precision != "fp32", threads=torch.get_num_threads(), device="cuda"), {}
+        else:
+            probe = random.Random(-1).sample(turns, min(cfg.batch_size, len(turns)))  # leaves the batch order alone
+            probe = probe_turns(probe, PROBE_SIZE // sum(p.numel() for p in model.parameters()))
+            setting, seconds = fastest(lambda s: (accumulate(model, probe, s, cfg, pad), model.zero_grad()),
+                                       candidates(cfg.precision, cfg.threads))
+        model.to(setting.device)
+        done = state or {"step": 0, "losses": [], "elapsed": 0.0, "trained": 0}
+        step, losses, trained, started = done["step"], done["losses"], done["trained"], time.perf_counter()
+        with num_threads(setting.threads):
+            for step in (bar := tqdm(range(step, cfg.steps), initial=step, total=cfg.steps,
+                                     desc=f"warm-up ({setting})")):
+                optimizer.zero_grad()
+                batch = rng.sample(turns, min(cfg.batch_size, len(turns)))
+                losses.append(round(accumulate(model, batch, setting, cfg, pad), 5))
+                trained += sum(len(p) + len(r) for p, r in batch)
+                torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+                optimizer.step()
+                schedule.step()
+                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+                if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+                    elapsed = done["elapsed"] + time.perf_counter() - started
+                    torch.save({"recipe": recipe_json(cfg), "step": step + 1, "losses": losses, "trained": trained,
+                                "elapsed": elapsed, "setting": dataclasses.asdict(setting), "seconds": seconds,
+                                "trainable": {n: p.detach().cpu() for n, p in model.named_parameters()
+                                              if p.requires_grad},
+                                "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                                "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, partial / "state.tmp")
+                    os.replace(partial / "state.tmp", partial / "state.pt")
+    build = {"seconds": round(done["elapsed"] + time.perf_counter() - started), "compute": str(setting),
+             "cpu": cpu_name(), "trainable_parameters": sum(p.numel() for p in trainable),
              "measured_s_per_step": {str(s): round(t, 4) for s, t in seconds.items()}, "torch": torch.__version__,
-             "turns": len(turns), "turns_over_window": dropped, "trained_tokens": trained}
+             "turns": len(turns), "turns_over_window": dropped, "trained_tokens": trained,
+             "resumed_at_step": state and state["step"]}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out_dir.parent))
     model.cpu()
@@ -306,9 +338,31 @@ def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> P
     tokenizer.save_pretrained(tmp)
     (tmp / "sft_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     (tmp / "build.json").write_text(json.dumps(build, indent=1))
+    (tmp / "losses.json").write_text(json.dumps(losses))
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
+    shutil.rmtree(partial, ignore_errors=True)  # the training state, done with
     return out_dir
+
+
+def recipe_json(cfg: SFTConfig) -> dict:
+    """``recipe(cfg)`` as JSON gives it back (tuples as lists): what saved states and records compare."""
+    return json.loads(json.dumps(recipe(cfg)))
+
+
+def resume_state(partial: Path, cfg: SFTConfig) -> dict | None:
+    """The saved training state of a killed build of ``cfg``'s recipe in ``partial``, if there is one; a state
+    of another recipe or a damaged one is not continued (the build starts over and replaces it)."""
+    import torch
+
+    try:
+        state = torch.load(partial / "state.pt", weights_only=False)
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # a damaged save: says so, and starts over
+        print(f"{partial / 'state.pt'} is unreadable ({type(e).__name__}); the warm-up starts over", file=sys.stderr)
+        return None
+    return state if isinstance(state, dict) and state.get("recipe") == recipe_json(cfg) else None
 
 
 def recipe(cfg: SFTConfig) -> dict:
@@ -316,7 +370,8 @@ def recipe(cfg: SFTConfig) -> dict:
     threads and micro-batches that only change how fast it is built. The memory view, what every
     warm-up used before ``context`` existed, is left out of it, so those keep their key (the shipped
     one its record)."""
-    skip = ("cache_dir", "precision", "threads", "microbatch_size") + (("context",) if cfg.context == "memory" else ())
+    skip = ("cache_dir", "precision", "threads", "microbatch_size", "checkpoint_every") + (
+        ("context",) if cfg.context == "memory" else ())
     # options added since the shipped warm-up are left out at their defaults, so that it keeps its key
     later = {"lora_rank": 0, "real": (), "real_share": 0.5, "eval_fraction": 0.2}
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip and later.get(k, k) != v}
@@ -349,7 +404,7 @@ def default_warmup(task_seed: int = 0, hops: int = 1, cache_dir: str = "runs/cac
     ``default_recipe`` asks for (world 0, 1 hop), else (or with ``build``) built in ``cache_dir``."""
     cfg = default_recipe(task_seed, hops, cache_dir)
     record = SHIPPED / "warmup.json"
-    wanted = json.loads(json.dumps(recipe(cfg)))  # as JSON records it: tuples are lists
+    wanted = recipe_json(cfg)
     if not build and record.exists() and json.loads(record.read_text())["recipe"] == wanted:
         return SHIPPED
     return ensure_warmup(cfg)

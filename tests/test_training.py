@@ -548,3 +548,37 @@ def test_a_lora_warm_up_saves_a_plain_model_and_its_adapter(tmp_path):
     assert not any("lora" in name for name, _ in model.named_parameters())
     with pytest.raises(ValueError, match="lora_rank must be >= 0"):
         ensure_warmup(dataclasses.replace(cfg, lora_rank=-1))
+
+
+def test_a_killed_warm_up_continues_to_the_weights_of_an_uninterrupted_one(tmp_path):
+    """kill -9 during a warm-up's build, then the same command again: it continues from its last saved state
+    (``.warmup-KEY.partial``) to the weights and losses of a build that was never interrupted, and removes
+    that state when done."""
+    from algorithms.sft import warmup_dir
+
+    args = ["--episodes", "4", "--worlds", "2", "--steps", "60", "--batch-size", "4", "--checkpoint-every", "5",
+            "--precision", "fp32", "--threads", "1"]
+
+    def build(cache: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "algorithms.sft", *args, "--cache-dir", str(cache)], cwd=ROOT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+
+    out = warmup_dir(SFTConfig(cache_dir=str(tmp_path / "killed"), episodes=4, worlds=2, steps=60, batch_size=4))
+    state = out.with_name(f".{out.name}.partial") / "state.pt"
+    proc = build(tmp_path / "killed")
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not state.exists():
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert state.exists() and not out.exists(), "the build ended before it could be killed"
+    for cache in ("killed", "whole"):
+        assert build(tmp_path / cache).wait(timeout=600) == 0
+    whole = warmup_dir(SFTConfig(cache_dir=str(tmp_path / "whole"), episodes=4, worlds=2, steps=60, batch_size=4))
+    resumed_at = json.loads((out / "build.json").read_text())["resumed_at_step"]
+    assert resumed_at and resumed_at % 5 == 0 and not state.parent.exists()
+    assert json.loads((out / "losses.json").read_text()) == pytest.approx(
+        json.loads((whole / "losses.json").read_text()), rel=1e-4, abs=1e-6)
+    a, b = (AutoModelForCausalLM.from_pretrained(d).state_dict() for d in (out, whole))
+    assert all(torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-6) for k in a)

