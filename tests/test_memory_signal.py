@@ -121,6 +121,10 @@ def test_every_variant_is_measured_with_ordered_intervals_and_shares_in_0_1():
             assert 0 <= ci["low"] <= ci["high"] <= 1 and 0 <= ci["value"] <= 1
     assert c["a_mem_mempo~found@pooled"]["value"] > 0.9 and c["a_mem_progress~found@pooled"]["value"] < 0.2
     assert c["a_mem_progress~content share"]["value"] > 0.9 > 0.1 > c["a_mem_mempo~content share"]["value"]
+    gain = c["a_mem_progress~content share - a_mem_mempo"]  # paired, on the same resamples
+    assert gain["value"] == pytest.approx(
+        c["a_mem_progress~content share"]["value"] - c["a_mem_mempo~content share"]["value"])
+    assert 0 < gain["low"] <= gain["high"] and "a_mem_mempo~content share - a_mem_mempo" not in c
     # infomem over the turns it pays: every one of them in a successful episode, so r with EM is undefined
     assert c["a_mem_infomem~em@pooled"] == {"value": None, "low": None, "high": None, "undefined": 1.0}
     paid = Columns([r for r in variant_rows() if r["em"]], ["a_mem_infomem", "found"])

@@ -303,13 +303,18 @@ class Columns:
 def bootstrap(columns: Columns, pairs: Sequence[tuple[str, str, str]], n: int, seed: int = 0,
               shared: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
     """Each ``(x, y, stratum)`` correlation (key ``x~y@stratum``) and each of ``shared``'s content and progress
-    shares (``x~content share``, ``x~progress share``: ``Columns.shares``) with its 95% percentile interval over
-    ``n`` resamples of whole question groups with replacement (the same resamples for all); ``undefined``: the
-    share of resamples where it is undefined (a side constant), which the interval leaves out."""
+    shares (``x~content share``, ``x~progress share``: ``Columns.shares``), and each later one's content share
+    less the first one's (``x~content share - first``: a paired difference, on the same resamples), with its
+    95% percentile interval over ``n`` resamples of whole question groups with replacement (the same resamples
+    for all); ``undefined``: the share of resamples where it is undefined (a side constant), which the interval
+    leaves out."""
     def statistics(rows: np.ndarray | None) -> dict[str, float | None]:
         out = {f"{x}~{y}@{stratum}": columns.correlation(x, y, stratum, rows) for x, y, stratum in pairs}
         for x in shared:
             out[f"{x}~content share"], out[f"{x}~progress share"] = columns.shares(x, rows)
+        for x in shared[1:]:
+            mine, first = out[f"{x}~content share"], out[f"{shared[0]}~content share"]
+            out[f"{x}~content share - {shared[0]}"] = None if mine is None or first is None else mine - first
         return out
 
     rng = np.random.default_rng(seed)
@@ -420,6 +425,16 @@ def cell(ci: dict[str, Any]) -> str:
     return text + (f" ({100 * ci['undefined']:.0f}% undef.)" if ci["undefined"] and ci["undefined"] >= 0.005 else "")
 
 
+def percent_cell(ci: dict[str, Any], sign: str = "") -> str:
+    """A share (or a difference of shares, ``sign="+"``) as ``cell`` writes it, in percent."""
+    if ci["value"] is None:
+        return "undefined"
+    scaled = {**ci, **{k: None if ci[k] is None else 100 * ci[k] for k in ("value", "low", "high")}}
+    text = f"{scaled['value']:{sign}.1f}"
+    text += f" [{scaled['low']:{sign}.1f}, {scaled['high']:{sign}.1f}]" if scaled["low"] is not None else ""
+    return text + (f" ({100 * ci['undefined']:.0f}% undef.)" if ci["undefined"] and ci["undefined"] >= 0.005 else "")
+
+
 def percent(share: float | None) -> str:
     return "n/a" if share is None else f"{100 * share:.1f}"
 
@@ -443,18 +458,21 @@ def table(summaries: dict[str, dict[str, Any]]) -> str:
 def variant_table(summaries: dict[str, dict[str, Any]]) -> str:
     """The variants compared, one row per run and variant: the share of scored turns it pays (and pays a
     non-zero advantage), its memory advantage's r with recall at equal progress, with the evidence found and
-    with EM, and the content and progress shares of its variance (the module docstring), each with its interval."""
+    with EM, the content and progress shares of its variance (the module docstring) and its content share less
+    the first variant's (the spec's), each with its interval."""
     head = ("| run | variant | turns paid % (non-zero) | r(A, recall) at equal progress | r(A, found) | r(A, EM) | "
-            "content share | progress share |")
+            "content share % | progress share % | content share − first's, points |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, s in summaries.items():
         c = s["correlations"]
+        names = list(s.get("variants", {}))
         for v, paid in s.get("variants", {}).items():
             x = VARIANT.format(v)
-            cells = [c[f"{x}~recall@same progress"], c[f"{x}~found@pooled"], c[f"{x}~em@pooled"],
-                     c[f"{x}~content share"], c[f"{x}~progress share"]]
+            cells = [cell(c[f"{x}~recall@same progress"]), cell(c[f"{x}~found@pooled"]), cell(c[f"{x}~em@pooled"]),
+                     percent_cell(c[f"{x}~content share"]), percent_cell(c[f"{x}~progress share"]),
+                     percent_cell(c[f"{x}~content share - {VARIANT.format(names[0])}"], "+") if v != names[0] else "–"]
             lines.append(f"| {name} | {v} | {percent(paid['paid'])} ({percent(paid['nonzero'])}) | "
-                         + " | ".join(cell(ci) for ci in cells) + " |")
+                         + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
