@@ -31,7 +31,8 @@ turn is left out (``None``) of that variant's statistics, so infomem's correlati
   recall (one slope) to the (question group, evidence found) cell means: (within-cell variance / total
   variance) x r^2(advantage, recall at equal progress). It lies in [0, 1], next to the **progress share**,
   the R^2 of those cell means alone (what the question and the evidence found explain); what neither
-  explains is noise to the memory's content.
+  explains is noise to the memory's content;
+- each variant's content share less ``mempo``'s, paired on the same resamples (the ``variant_table``).
 
 Written to ``--out``: ``memory_signal.json`` (every row and statistic),
 ``memory_signal.png`` and ``table.md``. ``--combine DIR,DIR`` summarises earlier measurements together
