@@ -1,4 +1,4 @@
-"""Does MemPO's memory reward track memory content? R_mem against the turn's memory recall and the episode's EM.
+"""Do MemPO's memory rewards track memory content? Each variant against the turn's memory recall, progress and EM.
 
     python -m benchmarks.experiments.memory_signal --objectives 6,8,10 --out runs/memory-signal
 
@@ -10,7 +10,31 @@ and sampling seeds of ``python -m algorithms.mempo``'s first ``--steps`` steps, 
 ``--policy``), scores every turn with ``algorithms.memory_reward`` as the learner does, joins each scored
 turn with its recall (``info["memory_per_turn"]``) and its episode's EM, and reports correlations with
 95% intervals from a bootstrap over question groups (a group's rollouts share their questions: they are
-not independent). Written to ``--out``: ``memory_signal.json`` (every row and statistic),
+not independent).
+
+Every variant of the learner's ``--memory-reward`` (``algorithms.mempo.MEMORY_REWARDS``) is measured on the
+same rollouts through the learner's own ``memory_term``: the quantity measured is the per-turn **memory
+advantage** the variant puts on the turn's ``<mem>`` tokens (after its normalisation: ``mempo`` over the
+question's turns, ``progress`` over its turns at equal evidence found, ``infomem`` over its successful
+rollouts, ``write`` over its turns), since that, not the raw reward, is what trains. A turn counts for a
+variant only where the variant pays it (``paid_turns``): every scored turn under ``mempo``; under
+``progress`` and ``write`` the turns whose memory is not a copy; under ``infomem`` the turns of a successful
+rollout whose final memory is not a copy. Elsewhere the advantage is 0 by rule, not by measure, and the
+turn is left out (``None``) of that variant's statistics, so infomem's correlation with EM is undefined
+(every turn it pays belongs to an episode with every sub-answer right). Per variant and horizon:
+
+- r with recall **at equal progress** (within a question group, among turns that had found the same
+  evidence: the ``same progress`` stratum);
+- r with the **evidence found** before the turn and with the episode's **EM**, over all paid turns;
+- the **content share** of its variance: over the paid turns with a recall, the share of the advantage's
+  variance that recall explains beyond the turn's question and progress, i.e. the R^2 gained by adding
+  recall (one slope) to the (question group, evidence found) cell means: (within-cell variance / total
+  variance) x r^2(advantage, recall at equal progress). It lies in [0, 1], next to the **progress share**,
+  the R^2 of those cell means alone (what the question and the evidence found explain); what neither
+  explains is noise to the memory's content;
+- each variant's content share less ``mempo``'s, paired on the same resamples (the ``variant_table``).
+
+Written to ``--out``: ``memory_signal.json`` (every row and statistic),
 ``memory_signal.png`` and ``table.md``. ``--combine DIR,DIR`` summarises earlier measurements together
 (two temperatures, say) without playing anything again.
 
@@ -38,8 +62,9 @@ import numpy as np
 
 NEAR_ONE = 0.9  # a probability "near 1": the answer is about as likely as it can be, little left to reward
 TIE = 1e-3  # two R_mem closer than this are a tie for the memory advantage (its pool's spread is ~0.1-0.4)
-SIGNALS = ("r_mem", "p_mem", "p_full", "a_mem", "r_mem_no_prefix", "r_mem_content")
+SIGNALS = ("r_mem", "p_mem", "p_full", "r_mem_no_prefix", "r_mem_content")
 TARGETS = ("recall", "em", "found")  # the turn's memory recall, its episode's EM, the evidence found before it
+VARIANT = "a_mem_{}"  # the row key of a --memory-reward variant's memory advantage ("a_mem_mempo", ...)
 
 
 @dataclass(frozen=True)
@@ -122,12 +147,12 @@ def recall_of(rollout: Any, turn: int) -> tuple[int, int]:
 
 
 def scored_rows(played: list[tuple[int, list[Any]]], model: Any, backend: Any, cfg: Any) -> list[dict[str, Any]]:
-    """One row per scored turn (``scored_turns``, as the learner picks them) of every step: its P_mem, P_full,
-    R_mem and memory advantage (normalised within its question's pool of the step, as the learner does), the
-    same without the answer prefix and over the answer's content tokens only, its recall and its episode's EM."""
+    """One row per scored turn (``scored_turns``, as the learner picks them) of every step: its P_mem, P_full and
+    R_mem, the same without the answer prefix and over the answer's content tokens only, each variant's memory
+    advantage (``variant_advantages``), its recall and its episode's EM."""
     import torch
 
-    from algorithms.advantages import memory_advantages, memory_rewards
+    from algorithms.advantages import memory_rewards
     from algorithms.memory_reward import answer_probabilities, mean_probability, scored_turns
     from algorithms.rollout import encode
 
@@ -141,7 +166,7 @@ def scored_rows(played: list[tuple[int, list[Any]]], model: Any, backend: Any, c
         bare_mem, bare_full = answer_probabilities(backend, rollouts, pairs, think=cfg.answer_think, prefix="",
                                                    model=model)
         r_mem = memory_rewards(torch.tensor(p_mem), torch.tensor(p_full))
-        a_mem = memory_advantages(r_mem, torch.tensor([rollouts[i].group for i, _ in pairs]))
+        advantages = variant_advantages(backend, rollouts, pairs, cfg, model)
         per_token = token_logprobs(model, tokenizer, rollouts, pairs, cfg)
         for n, (i, t) in enumerate(pairs):
             rollout = rollouts[i]
@@ -154,7 +179,8 @@ def scored_rows(played: list[tuple[int, list[Any]]], model: Any, backend: Any, c
                 "objectives": cfg.objectives, "step": step, "group": f"{cfg.objectives}/{step}/{rollout.group}",
                 "rollout": i, "turn": t, "turns": len(rollout.turns),
                 "answering": rollout.info.get("n_turns") == t + 1 and rollout.info.get("answer") is not None,
-                "p_mem": p_mem[n], "p_full": p_full[n], "r_mem": r_mem[n].item(), "a_mem": a_mem[n].item(),
+                "p_mem": p_mem[n], "p_full": p_full[n], "r_mem": r_mem[n].item(),
+                **{key: values[n] for key, values in advantages.items()},
                 "r_mem_no_prefix": bare_mem[n] - bare_full[n], "r_mem_content": p_content[0] - p_content[1],
                 # the scoring pass recomputed token by token: how far its P is from answer_probabilities'
                 "p_check": max(abs(mean_probability(mem_lp) - p_mem[n]), abs(mean_probability(full_lp) - p_full[n])),
@@ -164,6 +190,43 @@ def scored_rows(played: list[tuple[int, list[Any]]], model: Any, backend: Any, c
                 "mem": rollout.turns[t].mem_context[-1]["content"],  # the scored memory, as P_mem reads it
             })
     return rows
+
+
+def variant_advantages(backend: Any, rollouts: list[Any], pairs: list[tuple[int, int]], cfg: Any, model: Any
+                       ) -> dict[str, list[float | None]]:
+    """Each ``--memory-reward`` variant's memory advantage per scored pair (``VARIANT`` keys), from the learner's
+    ``memory_term`` with the learner's arguments; ``None`` where the variant does not pay the turn."""
+    import torch
+
+    from algorithms.memory_reward import memory_term
+    from algorithms.mempo import MEMORY_REWARDS
+
+    groups = torch.tensor([r.group for r in rollouts])  # the learner's group_ids
+    out = {}
+    for variant in MEMORY_REWARDS:
+        term = memory_term(variant, backend, rollouts, groups, first_turn=cfg.mem_first_turn, think=cfg.answer_think,
+                           prefix=cfg.answer_prefix, model=model)
+        assert term.pairs == pairs, f"{variant} scored other turns than scored_turns"
+        out[VARIANT.format(variant)] = [a.item() if paid else None
+                                        for a, paid in zip(term.advantages, paid_turns(variant, rollouts, pairs))]
+    return out
+
+
+def paid_turns(variant: str, rollouts: list[Any], pairs: list[tuple[int, int]]) -> list[bool]:
+    """Which scored pairs ``variant`` pays, by the learner's rules (``memory_reward.copied``, ``succeeded``):
+    every one under ``mempo``; the ones whose memory is not a copy under ``progress`` and ``write``; under
+    ``infomem`` the turns of a successful rollout whose final memory is not a copy. The others get an advantage
+    of 0 whatever they hold: a rule, not a measurement of them."""
+    from algorithms.memory_reward import copied, succeeded
+
+    if variant == "mempo":
+        return [True] * len(pairs)
+    if variant == "infomem":
+        final = {i: max(t for t, turn in enumerate(rollouts[i].turns) if turn.mem_context is not None)
+                 for i in {i for i, _ in pairs}}
+        paid = {i: succeeded(rollouts[i]) and not copied(rollouts[i], t) for i, t in final.items()}
+        return [paid[i] for i, _ in pairs]
+    return [not copied(rollouts[i], t) for i, t in pairs]
 
 
 def share(logprobs: Sequence[float], separators: Sequence[bool]) -> float | None:
@@ -221,25 +284,53 @@ class Columns:
             xs, ys = demeaned(xs, cells), demeaned(ys, cells)
         return pearson(xs, ys)
 
+    def shares(self, x: str, rows: np.ndarray | None = None) -> tuple[float | None, float | None]:
+        """``(content, progress)`` shares of ``x``'s variance over ``rows`` where ``x`` and recall are defined
+        (the module docstring): progress, the R^2 of the (question group, evidence found) cell means; content,
+        the R^2 that recall adds to them, (1 - progress) x r^2(x, recall at the same progress). ``None`` where
+        ``x`` is constant; content ``None`` also where recall is constant within every cell."""
+        rows = np.arange(len(self.values[x])) if rows is None else rows
+        xs, ys = self.values[x][rows], self.values["recall"][rows]
+        ok = ~(np.isnan(xs) | np.isnan(ys))
+        xs = xs[ok]
+        total = float(((xs - xs.mean()) ** 2).sum()) if len(xs) >= 3 else 0.0
+        if total <= 1e-18:
+            return None, None
+        within = min(float((demeaned(xs, self.cells["same progress"][rows][ok]) ** 2).sum()) / total, 1.0)
+        r = self.correlation(x, "recall", "same progress", rows)
+        return (None if r is None else within * r * r), 1 - within
 
-def bootstrap(columns: Columns, pairs: Sequence[tuple[str, str, str]], n: int, seed: int = 0
-              ) -> dict[str, dict[str, Any]]:
-    """Each ``(x, y, stratum)`` correlation and its 95% percentile interval over ``n`` resamples of whole
-    question groups with replacement (the same resamples for all); ``undefined``: the share of resamples where
-    it is undefined (a side constant), which the interval leaves out."""
+
+def bootstrap(columns: Columns, pairs: Sequence[tuple[str, str, str]], n: int, seed: int = 0,
+              shared: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """Each ``(x, y, stratum)`` correlation (key ``x~y@stratum``) and each of ``shared``'s content and progress
+    shares (``x~content share``, ``x~progress share``: ``Columns.shares``), and each later one's content share
+    less the first one's (``x~content share - first``: a paired difference, on the same resamples), with its
+    95% percentile interval over ``n`` resamples of whole question groups with replacement (the same resamples
+    for all); ``undefined``: the share of resamples where it is undefined (a side constant), which the interval
+    leaves out."""
+    def statistics(rows: np.ndarray | None) -> dict[str, float | None]:
+        out = {f"{x}~{y}@{stratum}": columns.correlation(x, y, stratum, rows) for x, y, stratum in pairs}
+        for x in shared:
+            out[f"{x}~content share"], out[f"{x}~progress share"] = columns.shares(x, rows)
+        for x in shared[1:]:
+            mine, first = out[f"{x}~content share"], out[f"{shared[0]}~content share"]
+            out[f"{x}~content share - {shared[0]}"] = None if mine is None or first is None else mine - first
+        return out
+
     rng = np.random.default_rng(seed)
-    draws: dict[tuple[str, str, str], list[float]] = {p: [] for p in pairs}
+    values = statistics(None)
+    draws: dict[str, list[float]] = {key: [] for key in values}
     for _ in range(n):
         size = len(columns.groups)
         picked = np.concatenate([columns.groups[k] for k in rng.integers(size, size=size)])
-        for p in pairs:
-            if (r := columns.correlation(*p, rows=picked)) is not None:
-                draws[p].append(r)
+        for key, value in statistics(picked).items():
+            if value is not None:
+                draws[key].append(value)
     out = {}
-    for (x, y, stratum), values in draws.items():
-        low, high = np.percentile(values, [2.5, 97.5]).tolist() if values else (None, None)
-        out[f"{x}~{y}@{stratum}"] = {"value": columns.correlation(x, y, stratum), "low": low, "high": high,
-                                     "undefined": 1 - len(values) / n if n else None}
+    for key, drawn in draws.items():
+        low, high = np.percentile(drawn, [2.5, 97.5]).tolist() if drawn else (None, None)
+        out[key] = {"value": values[key], "low": low, "high": high, "undefined": 1 - len(drawn) / n if n else None}
     return out
 
 
@@ -307,10 +398,23 @@ def summarize(rows: list[dict[str, Any]], n: int, seed: int = 0) -> dict[str, An
         "r_mem_by_found": {str(f): mean_of([r["r_mem"] for r in rows if r["found"] == f])
                            for f in sorted({r["found"] for r in rows})},
     }
-    pairs = [(x, "recall", s) for x in SIGNALS for s in STRATA] + [(x, y, "pooled") for x in SIGNALS
+    advantages = [VARIANT.format(v) for v in variants(rows)]
+    stats["variants"] = {v: {"paid": float(np.mean([r[key] is not None for r in rows])),
+                             "nonzero": float(np.mean([r[key] is not None and r[key] != 0 for r in rows]))}
+                         for v, key in zip(variants(rows), advantages)}
+    signals = [*SIGNALS, *advantages]
+    pairs = [(x, "recall", s) for x in signals for s in STRATA] + [(x, y, "pooled") for x in signals
                                                                     for y in ("em", "found")]
-    stats["correlations"] = bootstrap(Columns(rows, [*SIGNALS, *TARGETS]), pairs, n, seed)
+    stats["correlations"] = bootstrap(Columns(rows, [*signals, *TARGETS]), pairs, n, seed, shared=advantages)
     return stats
+
+
+def variants(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The ``--memory-reward`` variants whose advantages the rows hold (all of them, for rows ``scored_rows``
+    made; none in a record from before the variants)."""
+    from algorithms.mempo import MEMORY_REWARDS
+
+    return [v for v in MEMORY_REWARDS if rows and VARIANT.format(v) in rows[0]]
 
 
 # ---- output -----------------------------------------------------------------------------------------
@@ -319,6 +423,16 @@ def cell(ci: dict[str, Any]) -> str:
     if ci["value"] is None:
         return "undefined"
     text = f"{ci['value']:+.2f}" + (f" [{ci['low']:+.2f}, {ci['high']:+.2f}]" if ci["low"] is not None else "")
+    return text + (f" ({100 * ci['undefined']:.0f}% undef.)" if ci["undefined"] and ci["undefined"] >= 0.005 else "")
+
+
+def percent_cell(ci: dict[str, Any], sign: str = "") -> str:
+    """A share (or a difference of shares, ``sign="+"``) as ``cell`` writes it, in percent."""
+    if ci["value"] is None:
+        return "undefined"
+    scaled = {**ci, **{k: None if ci[k] is None else 100 * ci[k] for k in ("value", "low", "high")}}
+    text = f"{scaled['value']:{sign}.1f}"
+    text += f" [{scaled['low']:{sign}.1f}, {scaled['high']:{sign}.1f}]" if scaled["low"] is not None else ""
     return text + (f" ({100 * ci['undefined']:.0f}% undef.)" if ci["undefined"] and ci["undefined"] >= 0.005 else "")
 
 
@@ -342,6 +456,27 @@ def table(summaries: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def variant_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """The variants compared, one row per run and variant: the share of scored turns it pays (and pays a
+    non-zero advantage), its memory advantage's r with recall at equal progress, with the evidence found and
+    with EM, the content and progress shares of its variance (the module docstring) and its content share less
+    the first variant's (the spec's), each with its interval."""
+    head = ("| run | variant | turns paid % (non-zero) | r(A, recall) at equal progress | r(A, found) | r(A, EM) | "
+            "content share % | progress share % | content share − first's, points |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, s in summaries.items():
+        c = s["correlations"]
+        names = list(s.get("variants", {}))
+        for v, paid in s.get("variants", {}).items():
+            x = VARIANT.format(v)
+            cells = [cell(c[f"{x}~recall@same progress"]), cell(c[f"{x}~found@pooled"]), cell(c[f"{x}~em@pooled"]),
+                     percent_cell(c[f"{x}~content share"]), percent_cell(c[f"{x}~progress share"]),
+                     percent_cell(c[f"{x}~content share - {VARIANT.format(names[0])}"], "+") if v != names[0] else "–"]
+            lines.append(f"| {name} | {v} | {percent(paid['paid'])} ({percent(paid['nonzero'])}) | "
+                         + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def diagnostics(summaries: dict[str, dict[str, Any]]) -> str:
     """Why a correlation is what it is, one row per run: the sizes, EM, the spread of recall, how often P is
     near 1 (at any scored turn and at the answering turns), ties and duplicate memories within a question's
@@ -360,13 +495,14 @@ def diagnostics(summaries: dict[str, dict[str, Any]]) -> str:
 
 
 def details(summaries: dict[str, dict[str, Any]]) -> str:
-    """Every signal's correlations, one row per run and signal: with recall (over all turns, within question
-    groups, at the same progress), with the episode's EM and with the evidence found (over all turns)."""
+    """Every signal's correlations (the variants' advantages included), one row per run and signal: with recall
+    (over all turns, within question groups, at the same progress), with the episode's EM and with the evidence
+    found (over all turns)."""
     head = "| run | signal | recall | recall within groups | recall at same progress | EM | found |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, s in summaries.items():
         c = s["correlations"]
-        for x in SIGNALS:
+        for x in [*SIGNALS, *(VARIANT.format(v) for v in s.get("variants", {}))]:
             cells = [c[f"{x}~recall@{stratum}"] for stratum in STRATA] + [c[f"{x}~{y}@pooled"] for y in ("em", "found")]
             lines.append(f"| {name} | {x} | " + " | ".join(cell(ci) for ci in cells) + " |")
     return "\n".join(lines)
@@ -438,12 +574,14 @@ def measure(options: Options, out: Path) -> dict[str, Any]:
 
 
 def write(record: dict[str, Any], out: Path) -> None:
-    """``memory_signal.json`` (the record), ``table.md`` (the table, the diagnostics, every correlation) and
+    """``memory_signal.json`` (the record), ``table.md`` (the table, the variants', the diagnostics, every
+    correlation) and
     ``memory_signal.png`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "memory_signal.json").write_text(json.dumps(record, indent=1))
     summaries = record["summaries"]
-    (out / "table.md").write_text("\n\n".join((table(summaries), diagnostics(summaries), details(summaries))) + "\n")
+    (out / "table.md").write_text("\n\n".join((table(summaries), variant_table(summaries), diagnostics(summaries),
+                                                details(summaries))) + "\n")
     plot(record["rows"], out / "memory_signal.png")
 
 
@@ -479,14 +617,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.combine:
         record = combine([Path(d) for d in args.combine.split(",")], Path(args.out), args.bootstrap, args.seed)
-        print(table(record["summaries"]))
+        print(table(record["summaries"]), variant_table(record["summaries"]), sep="\n\n")
         print(f"written to {args.out}")
         return
     options = Options(tuple(int(k) for k in args.objectives.split(",")), args.steps, args.questions_per_step,
                       args.group_size, args.temperature, args.policy, args.seed, args.bootstrap, args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     record = measure(options, Path(args.out))
-    print(table(record["summaries"]))
+    print(table(record["summaries"]), variant_table(record["summaries"]), sep="\n\n")
     print(f"written to {args.out} ({record['cpu_seconds']:.0f} s of CPU)")
 
 
