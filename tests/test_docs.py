@@ -274,6 +274,9 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.experiments.retrieval_scale.concurrency": parse_only(
         "benchmarks.experiments.retrieval_scale.concurrency", "minutes over a 1M-passage index; "
         "tests/test_concurrency_benchmark.py runs it at tiny settings", lambda m, a: m.main(a)),
+    "benchmarks.experiments.pretrained_cost": parse_only(
+        "benchmarks.experiments.pretrained_cost", "minutes of SmolLM2 training and generation steps on one core",
+        lambda m, a: m.main(a)),
     "integrations.openenv_server": parse_only("integrations.openenv_server", "a server that runs until stopped; "
                                            "tests/test_openenv_server.py serves through it", lambda m, a: m.main(a),
                                            extra="openenv"),

@@ -4,8 +4,8 @@
     python -m benchmarks.experiments.pretrained_cost --model PATH --batch 4x512 --threads 1
 
 Issue 50 plans SmolLM2's warm-up and RL runs by measurement, on whichever processor the machine has.
-Each setting runs in a child process of its own, so that its peak resident memory (``ru_maxrss``) is
-its own: a training step (forward, backward and an AdamW step) under fp32 or bf16 autocast, with full
+Each setting runs in a child process of its own, so that its peak resident memory (from after the model
+is loaded) is its own: a training step (forward, backward and an AdamW step) under fp32 or bf16 autocast, with full
 fine-tuning or a LoRA adapter (``algorithms.sft --lora-rank``), on a batch of real oracle turns rendered
 through the model's chat template; and ``HFBackend.generate`` (the learner's rollout engine) sampling
 new tokens for a batch of prompts. Each time is the best of ``--repeats`` after one untimed call.
@@ -57,7 +57,7 @@ def measure(setting: dict[str, Any], queue: Any) -> None:
     model, tokenizer = load_policy(setting["model"], dtype=torch.float32)
     rows, length = setting["batch"]
     ids = torch.tensor(oracle_batch(tokenizer, rows, length))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    reset_peak()  # the peak of the measured calls, not of loading and de-quantising the GGUF
     if setting["kind"] == "train":
         if setting["lora"]:
             from peft import LoraConfig, get_peft_model
@@ -98,8 +98,24 @@ def measure(setting: dict[str, Any], queue: Any) -> None:
     best = min(times)
     tokens = tokens or call.generated
     queue.put({**setting, "seconds": round(best, 3), "tokens": tokens, "tokens_per_s": round(tokens / best, 1),
-               "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-               "rss_before_gb": round(before / 2**20, 2)})
+               "peak_rss_gb": round(peak_kb() / 2**20, 2)})
+
+
+def reset_peak() -> None:
+    """Start the process's peak resident memory (VmHWM) afresh (Linux: ``clear_refs`` 5)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:  # elsewhere the peak counts from the process's start
+        pass
+
+
+def peak_kb() -> int:
+    """Peak resident memory since ``reset_peak``, in kB."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def run(settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
