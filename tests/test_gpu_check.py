@@ -60,3 +60,33 @@ def test_the_gpu_check_refuses_to_pass_on_a_cpu(tmp_path):
                          env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}, timeout=120)
     assert run.returncode != 0 and "torch sees no CUDA GPU" in run.stderr
     assert not (tmp_path / "check" / "cache").exists()
+
+
+SMOL = ROOT / "scripts" / "gpu_check_smollm2.sh"
+
+
+def test_the_smollm2_gpu_check_builds_the_documented_warm_up_and_trains_on_cuda(monkeypatch):
+    """scripts/gpu_check_smollm2.sh (issue 50, item 5): its warm-up is the one docs/learners.md prints, with
+    its own cache folder, and its learner runs two MemPO steps on CUDA from that warm-up."""
+    import torch
+    from doc_blocks import code_blocks, shell_commands
+
+    import algorithms.mempo as mempo
+    from algorithms.sft import SFTConfig
+
+    sft, learner = (python_module_args(c) for c in script_commands(SMOL, "algorithms.", {"policy": "algorithms/warmup",
+                                                                                        "G": "model.gguf"}))
+    documented = [python_module_args(c) for b in code_blocks() if b.file == "docs/learners.md"
+                  for c in shell_commands(b) if " -m algorithms.sft " in c]
+    (doc,) = [args for module, args in documented if "--base" in args]
+    script_recipe = tyro.cli(SFTConfig, args=sft[1])
+    doc = [script_recipe.base if a == "$G" else a for a in doc]  # both find the model in the installed package
+    assert script_recipe == tyro.cli(SFTConfig, args=[*doc, "--cache-dir", script_recipe.cache_dir]) and \
+        script_recipe.base == "model.gguf" and script_recipe.lora_rank == 16
+    configs = []
+    monkeypatch.setattr(mempo, "train", lambda cfg, data, strategy: configs.append(cfg))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    mempo.main("mempo", learner[1])
+    (cfg,) = configs
+    assert (cfg.device, cfg.algo, cfg.steps, cfg.policy) == ("cuda", "mempo", 2, "algorithms/warmup")
