@@ -183,6 +183,11 @@ def test_a_failed_task_stops_what_needs_it_and_bad_needs_are_refused():
                                learners.Task("b", lambda: (math.sqrt, 1.0), ("a",))])
 
 
+# A transcript with one memory of 15 characters, two equal lines.
+TURNS = [{"role": "user", "content": "Who?"},
+         {"role": "assistant", "content": "<mem>Ann Lee\nAnn Lee</mem><think>t</think><search>x</search>"}]
+
+
 def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(tmp_path, monkeypatch):
     """A comparison outlives its machine: ``archive`` keeps each seed whose arms are all trained and
     evaluated (logs, and episodes without transcripts); a fresh folder restored from it trains and plays
@@ -202,7 +207,8 @@ def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(
         folder.mkdir(parents=True)
         (folder / "config.json").write_text("{}")
         (folder / "episodes.jsonl").write_text("".join(
-            json.dumps({"agent": a, "objectives": k, "episode": e, "f1": 1.0, "trajectory": ["long"]}) + "\n"
+            json.dumps({"agent": a, "objectives": k, "episode": e, "f1": 1.0, "questions": ["Who?"],
+                        "trajectory": TURNS}) + "\n"
             for a in agents for k in horizons for e in range(2)))
 
     for label in ("warm-up", "mempo-s0", "control-s0", "mempo-s1"):  # control-s1 never finished
@@ -224,6 +230,7 @@ def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(
     assert not (kept / "runs/mempo-s0/checkpoint").exists() and not (kept / "eval/memory/mempo-s1").exists()
     episodes = gzip.decompress((kept / "eval/memory/mempo-s0/episodes.jsonl.gz").read_bytes()).decode()
     assert len(episodes.splitlines()) == 4 and "trajectory" not in episodes and '"f1": 1.0' in episodes
+    assert '"memory_chars": 15.0' in episodes and '"memory_repeated": 0.5' in episodes  # what the memories held
 
     scheduled.clear()
     compare(fresh, archive_dir=kept, **settings)  # the warm-up and seed 0 were played before

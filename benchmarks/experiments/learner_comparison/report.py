@@ -15,7 +15,6 @@ from typing import Any
 from agents.statistics import jsonable, mean_ci, summarize
 from algorithms.compute import cpu_name
 from benchmarks.experiments.learner_comparison.settings import (
-    ARMS,
     BEGIN,
     COMPARISON,
     END,
@@ -26,6 +25,7 @@ from benchmarks.experiments.learner_comparison.settings import (
     RECORD,
     RECORD_HEADING,
     TESTED_BY,
+    arms_of,
 )
 from benchmarks.experiments.learner_comparison.tables import (
     Cell,
@@ -65,7 +65,7 @@ def plot_curves(runs: Mapping[str, Mapping[str, list]], settings: dict[str, Any]
     rows = [("metrics", "reward_avg", f"rollout reward, moving average of {c.get('reward_window', 1)} steps"),
             ("curve", "sampled_f1", f"held-out sampled F1 (T={c['temperature']}), {c['objectives']} objectives"),
             ("curve", "greedy_f1", f"held-out greedy F1, {c['objectives']} objectives")]
-    columns = [arm for arm in ("mempo", "grpo", "grpo-full") if arm in settings.get("arms", ARMS)]
+    columns = [arm for arm in (*LEARNERS, "grpo-full") if arm in arms_of(settings)]
     fig, axes = plt.subplots(len(rows), len(columns), figsize=(5 * len(columns), 3.2 * len(rows)), squeeze=False)
     for col, arm in enumerate(columns):
         for row, (log, key, label) in enumerate(rows):
