@@ -558,3 +558,13 @@ def test_the_report_gives_each_variant_against_mempo_and_grpo_and_every_arms_mem
     assert "### Each memory-reward variant − MemPO and − GRPO" in text_
     assert "| mempo-progress − mempo | training reward (2nd half of the steps) | +1.00 ± 0.00 |" in text_
     assert "| mempo-progress | 205 [" in text_ and "| 50.0 [" in text_
+
+
+def test_a_learner_without_its_control_has_no_control_curve():
+    """A comparison of ``--arms mempo-progress,mempo`` loads only those runs: the curves' control line is absent,
+    not a KeyError after hours of training."""
+    from benchmarks.experiments.learner_comparison.report import curve_series
+
+    runs = {"mempo-s0": {"metrics": [{"step": 1, "reward_avg": 2.0}], "curve": []}}
+    assert curve_series(runs, "control", [0], "metrics", "reward_avg") == ([], [])
+    assert curve_series(runs, "mempo", [0], "metrics", "reward_avg")[0] == [1]

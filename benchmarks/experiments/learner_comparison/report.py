@@ -42,10 +42,11 @@ from benchmarks.report import BenchmarkError, Comparison, write_comparison
 def curve_series(runs: Mapping[str, Mapping[str, list]], arm: str, seeds: Sequence[int], log: str,
                  key: str) -> tuple[list[int], list[Cell]]:
     """Steps and, at each, ``key``'s mean and 95% interval over the seeds that logged it (``reward_avg`` of
-    ``metrics``; ``sampled_f1`` or ``greedy_f1`` of ``curve``, whose values are (mean, half-width))."""
+    ``metrics``; ``sampled_f1`` or ``greedy_f1`` of ``curve``, whose values are (mean, half-width)); none for
+    an arm the comparison did not train (a learner's panel without the control)."""
     by_step: dict[int, list[float]] = {}
     for s in seeds:
-        for line in runs[f"{arm}-s{s}"][log]:
+        for line in runs.get(f"{arm}-s{s}", {}).get(log, []):
             if key in line:
                 value = line[key]
                 by_step.setdefault(line["step"], []).append(value[0] if isinstance(value, list) else value)
