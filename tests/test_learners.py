@@ -183,6 +183,11 @@ def test_a_failed_task_stops_what_needs_it_and_bad_needs_are_refused():
                                learners.Task("b", lambda: (math.sqrt, 1.0), ("a",))])
 
 
+# A transcript with one memory of 15 characters, two equal lines.
+TURNS = [{"role": "user", "content": "Who?"},
+         {"role": "assistant", "content": "<mem>Ann Lee\nAnn Lee</mem><think>t</think><search>x</search>"}]
+
+
 def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(tmp_path, monkeypatch):
     """A comparison outlives its machine: ``archive`` keeps each seed whose arms are all trained and
     evaluated (logs, and episodes without transcripts); a fresh folder restored from it trains and plays
@@ -202,7 +207,8 @@ def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(
         folder.mkdir(parents=True)
         (folder / "config.json").write_text("{}")
         (folder / "episodes.jsonl").write_text("".join(
-            json.dumps({"agent": a, "objectives": k, "episode": e, "f1": 1.0, "trajectory": ["long"]}) + "\n"
+            json.dumps({"agent": a, "objectives": k, "episode": e, "f1": 1.0, "questions": ["Who?"],
+                        "trajectory": TURNS}) + "\n"
             for a in agents for k in horizons for e in range(2)))
 
     for label in ("warm-up", "mempo-s0", "control-s0", "mempo-s1"):  # control-s1 never finished
@@ -224,6 +230,7 @@ def test_an_archive_keeps_the_finished_seeds_and_a_fresh_folder_goes_on_from_it(
     assert not (kept / "runs/mempo-s0/checkpoint").exists() and not (kept / "eval/memory/mempo-s1").exists()
     episodes = gzip.decompress((kept / "eval/memory/mempo-s0/episodes.jsonl.gz").read_bytes()).decode()
     assert len(episodes.splitlines()) == 4 and "trajectory" not in episodes and '"f1": 1.0' in episodes
+    assert '"memory_chars": 15.0' in episodes and '"memory_repeated": 0.5' in episodes  # what the memories held
 
     scheduled.clear()
     compare(fresh, archive_dir=kept, **settings)  # the warm-up and seed 0 were played before
@@ -434,3 +441,130 @@ def test_memory_recall_is_compared_per_question_leaving_out_episodes_that_found_
     assert by["training memory recall % (2nd half of the steps)"]["by seed"] == pytest.approx({0: 0.2, 1: 0.2})
     text_ = "\n".join(learning_markdown(tables, settings))
     assert "| mempo | 90.5 ± 6.4 | +40.0 ± 0.0 | 85.0 [" in text_ and "| +30.0 ± 0.0 | +40.0 ± 0.0 |" in text_
+
+
+def test_a_memory_reward_variant_is_an_arm_and_the_search_mode_reaches_training_and_evaluation(tmp_path, monkeypatch):
+    """Issue 51: ``mempo-progress`` is MemPO with ``--memory-reward progress``, measured against the control like
+    MemPO; ``--search oracle`` is a learner setting of every arm and of every evaluation folder."""
+    scheduled = []
+    monkeypatch.setattr(learners, "run_tasks", lambda jobs, tasks, done=None: scheduled.extend(tasks))
+    monkeypatch.setattr(learners, "report", lambda out: {"markdown": ""})
+    compare(tmp_path, seeds=[0], arms=["control", "mempo-progress", "grpo", "mempo"], learner={"search": "oracle"},
+            verbose=False)
+    configs = {t.name: t.call()[1] for t in scheduled if "/" not in t.name}
+    assert list(configs) == ["mempo-s0", "grpo-s0", "control-s0", "mempo-progress-s0"]
+    assert [(c.algo, c.memory_reward, c.search) for c in configs.values()] == [
+        ("mempo", "mempo", "oracle"), ("grpo", "mempo", "oracle"), ("grpo", "mempo", "oracle"),
+        ("mempo", "progress", "oracle")]
+    evaluation, _ = next(t for t in scheduled if t.name == "eval/memory/warm-up").call()
+    assert evaluation.keywords["search_mode"] == "oracle"
+    with pytest.raises(BenchmarkError, match="set per arm"):
+        compare(tmp_path / "y", learner={"memory_reward": "progress"})
+
+    calls = []
+    monkeypatch.setattr(learners, "compare", lambda out, **kwargs: calls.append(kwargs) or {})
+    learners.main(["--out", str(tmp_path), "--arms", "mempo-progress,control", "--search", "oracle"])
+    learners.main(["--out", str(tmp_path)])
+    assert calls[0]["arms"] == ["mempo-progress", "control"] and calls[0]["learner"] == {"search": "oracle"}
+    assert calls[1]["arms"] == ["mempo", "grpo", "control", "grpo-full"] and calls[1]["learner"] == {}
+
+
+def test_issue_34s_archive_still_resumes_and_reports_without_the_new_arms(tmp_path):
+    """Its runs pass ``check_run`` (their configs predate ``memory_reward`` and ``search``, whose defaults the arms
+    set) and its report has its three arms, no variant section, and "–" for the memory it did not measure."""
+    from algorithms.mempo import Config
+    from benchmarks.experiments.learner_comparison.archive import restore
+    from benchmarks.experiments.learner_comparison.settings import arm_configs, check_run
+    from benchmarks.experiments.learner_comparison.tables import (
+        learning_markdown,
+        learning_tables,
+        load_records,
+        load_runs,
+    )
+
+    kept = Path(__file__).resolve().parents[1] / "benchmarks/results/learners-10obj"
+    restore(kept, tmp_path)
+    settings = json.loads((kept / "comparison.json").read_text())["settings"]
+    base = Config(**{k: v for k, v in settings["learner"].items() if k != "log"})
+    for cfg in arm_configs(tmp_path, settings["seeds"], Path(settings["warmup"]), base, settings["arms"]).values():
+        check_run(cfg)
+    tables = learning_tables(load_records(tmp_path, settings), load_runs(tmp_path, settings), settings)
+    assert [r["arm"] for r in tables["learning"]] == ["mempo", "grpo", "control", "warm-up"]
+    assert tables["variants"] == [] and tables["mempo_grpo"][1]["mempo - grpo"][0] < 0  # issue 34: −4.0 ± 3.8
+    assert all(v is None for row in tables["memory"] for k, v in row.items() if k != "arm")
+    text_ = "\n".join(learning_markdown(tables, settings))
+    assert "### Memory length and duplication" in text_ and "| mempo | – | – | – | – | – | – |" in text_
+    assert "variant" not in text_
+
+
+def test_memory_length_and_duplication_are_measured_from_hand_made_episodes():
+    """Issue 51, item 5: per episode the mean ``<mem>`` length in characters, the share of memories that copy a
+    question or the tool response the turn read, and the share of lines repeated within a memory."""
+    from benchmarks.experiments.learner_comparison.memory import memory_measures, with_memory
+
+    question = "What is the city where Zenti Industries has its headquarters?"
+    reply = ("<tool_response>\nDoc 1(Title: Zenti Industries) The founder of Zenti Industries is Pola Dartas. The city "
+             "where Zenti Industries has its headquarters is Milme.\n</tool_response>")
+
+    def turn(mem: str) -> dict[str, str]:
+        return {"role": "assistant", "content": f"<mem>{mem}</mem>\n<think>t</think>\n<search> x</search>"}
+
+    note = "Q1.1: The city where Zenti Industries has its headquarters is Milme."
+    trajectory = [{"role": "system", "content": "rules"}, {"role": "user", "content": question},
+                  turn(question),  # copies the question
+                  {"role": "user", "content": reply},
+                  turn(f"{note}\n{note.upper()}\n\nQ2.1: Pola Dartas"),  # keeps a sentence: no copy; a repeated line
+                  {"role": "user", "content": reply},
+                  turn(reply.removeprefix("<tool_response>").removesuffix("</tool_response>")),  # copies the reply
+                  {"role": "assistant", "content": "no memory block"}]
+    got = memory_measures(trajectory, [question])
+    assert got["memory_copied"] == pytest.approx(2 / 3)
+    assert got["memory_repeated"] == pytest.approx(1 / 5)  # of 5 non-empty lines, one repeats (case is normalised)
+    inner = reply[len("<tool_response>\n"):-len("\n</tool_response>")]
+    mems = [question, f"{note}\n{note.upper()}\n\nQ2.1: Pola Dartas", inner]
+    assert got["memory_chars"] == pytest.approx(sum(map(len, mems)) / 3)
+    assert memory_measures([{"role": "user", "content": question}], [question]) == dict.fromkeys(got)
+    record = {"f1": 1.0, "questions": [question], "trajectory": trajectory}
+    assert with_memory(record) == {**record, **got}
+    archived = {"f1": 1.0, "memory_chars": 3.0}  # no transcript: what it has is kept
+    assert with_memory(archived) is archived
+
+
+def test_the_report_gives_each_variant_against_mempo_and_grpo_and_every_arms_memory():
+    from benchmarks.experiments.learner_comparison.tables import learning_markdown, learning_tables
+
+    settings = {"seeds": [0, 1], "objectives": [6], "sampled_objectives": [6], "long_from": 6, "episodes": 2,
+                "arms": ["mempo", "grpo", "control", "mempo-progress"], "learner": {"steps": 2}}
+    reward = {"mempo": 2.0, "grpo": 1.5, "control": 1.0, "mempo-progress": 3.0}
+    runs = {f"{arm}-s{s}": {"metrics": [{"step": t, "reward": r + s} for t in (1, 2)], "curve": []}
+            for arm, r in reward.items() for s in (0, 1)}
+    chars = {"warm-up": 100.0, "mempo": 120.0, "grpo": 110.0, "control": 100.0, "mempo-progress": 200.0}
+    records = [{"agent": arm, "train_seed": s, "kind": kind, "objectives": 6, "episode": e, "f1": 0.5 + 0.1 * e,
+                "memory_chars": c + 10 * e, "memory_copied": 0.5 * (arm == "mempo-progress"), "memory_repeated": 0.0}
+               for kind in ("greedy", "sampled") for arm, c in chars.items()
+               for s in ([None] if arm == "warm-up" else [0, 1]) for e in range(2)]
+    tables = learning_tables(records, runs, settings)
+    rows = {r["arm"]: r for r in tables["learning"]}
+    assert rows["mempo-progress"]["reward - control by seed"] == pytest.approx({0: 2.0, 1: 2.0})
+    by = {(r["pair"], r["measure"]): r for r in tables["variants"]}
+    assert {pair for pair, _ in by} == {"mempo-progress − mempo", "mempo-progress − grpo"}
+    assert by["mempo-progress − grpo", "training reward (2nd half of the steps)"]["by seed"] == pytest.approx(
+        {0: 1.5, 1: 1.5})
+    memory = {r["arm"]: r for r in tables["memory"]}
+    assert list(memory) == ["mempo", "grpo", "control", "mempo-progress", "warm-up"]
+    assert memory["mempo-progress"]["sampled memory_chars"] == pytest.approx(mean_ci([200.0, 210.0]))
+    assert memory["mempo-progress"]["greedy memory_copied"][0] == pytest.approx(0.5)
+    text_ = "\n".join(learning_markdown(tables, settings))
+    assert "### Each memory-reward variant − MemPO and − GRPO" in text_
+    assert "| mempo-progress − mempo | training reward (2nd half of the steps) | +1.00 ± 0.00 |" in text_
+    assert "| mempo-progress | 205 [" in text_ and "| 50.0 [" in text_
+
+
+def test_a_learner_without_its_control_has_no_control_curve():
+    """A comparison of ``--arms mempo-progress,mempo`` loads only those runs: the curves' control line is absent,
+    not a KeyError after hours of training."""
+    from benchmarks.experiments.learner_comparison.report import curve_series
+
+    runs = {"mempo-s0": {"metrics": [{"step": 1, "reward_avg": 2.0}], "curve": []}}
+    assert curve_series(runs, "control", [0], "metrics", "reward_avg") == ([], [])
+    assert curve_series(runs, "mempo", [0], "metrics", "reward_avg")[0] == [1]

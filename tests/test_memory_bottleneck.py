@@ -70,3 +70,11 @@ def test_play_evaluates_the_warm_up_as_the_learners_do_then_splits(tmp_path: Pat
     assert "| 1 | memory | greedy | 2 |" in printed and "| 1 | memory | T1 | 2 |" in printed
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["agents"]["T1~1"].endswith("#temperature=1.0#seed=1000003")
+
+
+def test_play_takes_the_oracle_evidence_search(tmp_path: Path, capsys) -> None:
+    """Issue 51, item 3: the warm-up's F1 split with search returning the next hop's gold evidence."""
+    pytest.importorskip("transformers")
+    mb.main([str(tmp_path), "--play", "--objectives", "1", "--episodes", "2", "--samples", "1", "--search", "oracle"])
+    assert "| 1 | memory | greedy | 2 |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "config.json").read_text())["settings"]["search"] == "oracle"

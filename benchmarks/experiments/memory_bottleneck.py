@@ -24,7 +24,8 @@ Several folders are read together; ``--pool-seeds`` makes one cell of an arm's t
 ``--play`` first plays ``--policy`` (default: the learners' warm-up, every arm's start) into the
 folder as the learner comparison (``benchmarks.experiments.learner_comparison``) evaluates a policy: its
 held-out questions, prompt, turn budget and window, greedy and ``--samples`` times at the rollout
-temperature, in the memory view (resumed episode by episode).
+temperature, in the memory view (resumed episode by episode); ``--search oracle`` plays it in the
+oracle-evidence mode, where retrieval cannot fail (docs/environment.md#oracle-evidence-search).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from mempo_env.env import SEARCH_MODES
 
 CAUSES = ("no answer", "not found", "dropped", "answer")
 
@@ -91,9 +94,11 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def play(out: Path, policy: str, objectives: list[int], episodes: int, samples: int) -> None:
+def play(out: Path, policy: str, objectives: list[int], episodes: int, samples: int,
+         search: str = "retriever") -> None:
     """``policy`` greedy and sampled into ``out``, with the learner comparison's evaluation settings
-    (``benchmarks.experiments.learner_comparison.settings``)."""
+    (``benchmarks.experiments.learner_comparison.settings``); ``search``: the environment's (``"oracle"``:
+    search returns the next hop's gold evidence, so "not found" can only come from a search never made)."""
     from transformers import AutoConfig
 
     from algorithms.mempo import Config
@@ -109,7 +114,8 @@ def play(out: Path, policy: str, objectives: list[int], episodes: int, samples: 
     window = AutoConfig.from_pretrained(path).max_position_embeddings - learners.EVAL_MAX_NEW_TOKENS
     evaluate(agents, out_dir=out, dataset=learners.eval_task("test", base), objectives=objectives,
              contexts=["memory"], episodes=episodes, prompt=learners.TRAIN_PROMPT, max_turns=base.max_turns,
-             tokenizer=path, max_context_tokens=window, plots=False, verbose=False, batch_size=episodes)
+             tokenizer=path, max_context_tokens=window, plots=False, verbose=False, batch_size=episodes,
+             search_mode=search)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -121,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--objectives", default="6,8,10", help="horizons to play, comma-separated")
     parser.add_argument("--episodes", type=int, default=40, help="held-out questions per horizon")
     parser.add_argument("--samples", type=int, default=2, help="sampled episodes per question")
+    parser.add_argument("--search", default="retriever", choices=SEARCH_MODES,
+                        help="with --play: what a search returns (docs/environment.md#oracle-evidence-search)")
     parser.add_argument("--pool-seeds", action="store_true", help="one row per arm: its training seeds together")
     args = parser.parse_args(argv)
     from agents.episode_log import read_episodes  # the runner's reader: a folder still being written reads too
@@ -128,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.play:
         if len(args.run) > 1:
             raise SystemExit("error: --play plays into one folder")
-        play(Path(args.run[0]), args.policy, [int(k) for k in args.objectives.split(",")], args.episodes, args.samples)
+        play(Path(args.run[0]), args.policy, [int(k) for k in args.objectives.split(",")], args.episodes, args.samples,
+             args.search)
     records = []
     for run in args.run:
         path = Path(run) / "episodes.jsonl"

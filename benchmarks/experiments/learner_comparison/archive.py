@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.episode_log import read_episodes
-from benchmarks.experiments.learner_comparison.settings import ARMS, COMPARISON, WARMUP
+from benchmarks.experiments.learner_comparison.memory import with_memory
+from benchmarks.experiments.learner_comparison.settings import ARMS, COMPARISON, WARMUP, arms_of
 from benchmarks.report import CONFIG
 from benchmarks.report import EPISODES as EPISODE_LOG
 
@@ -40,12 +41,13 @@ RUN_FILES = ("config.json", "metrics.jsonl", "curve.jsonl")  # what an archive k
 def archive(out_dir: str | Path, dest: str | Path) -> list[int]:
     """Copy a comparison's finished seeds (every arm trained and evaluated) and its evaluated warm-up into
     ``dest``, light enough to commit: the training logs and configs, and the episodes without their
-    transcripts, gzipped (about 0.3 KB an episode). ``compare(..., archive_dir=dest)`` on a fresh machine
+    transcripts but with what their memories held (``memory.with_memory``), gzipped (about 0.3 KB an
+    episode). ``compare(..., archive_dir=dest)`` on a fresh machine
     restores them and plays only what is missing. Returns the seeds archived."""
     out, dest = Path(out_dir), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)  # called after every task, before any seed may be finished
     settings = json.loads((out / COMPARISON).read_text())["settings"]
-    arms = settings.get("arms", list(ARMS))
+    arms = arms_of(settings)
     views = {WARMUP: list(dict.fromkeys(ARMS[a]["context"] for a in arms))}
     seeds = [s for s in settings["seeds"]
              if all(evaluated(out, settings, f"{a}-s{s}", ARMS[a]["context"]) for a in arms)]
@@ -62,7 +64,7 @@ def archive(out_dir: str | Path, dest: str | Path) -> list[int]:
             for folder in (Path(kind) / context / label for kind in ("eval", "sampled")):
                 (dest / folder).mkdir(parents=True, exist_ok=True)
                 (dest / folder / CONFIG).write_bytes((out / folder / CONFIG).read_bytes())
-                lines = "".join(json.dumps({k: v for k, v in r.items() if k != "trajectory"}) + "\n"
+                lines = "".join(json.dumps({k: v for k, v in with_memory(r).items() if k != "trajectory"}) + "\n"
                                 for r in played(out / folder / EPISODE_LOG))
                 (dest / folder / (EPISODE_LOG + ".gz")).write_bytes(gzip.compress(lines.encode(), mtime=0))
     (dest / COMPARISON).write_bytes((out / COMPARISON).read_bytes())

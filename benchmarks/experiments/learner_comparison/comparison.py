@@ -3,6 +3,7 @@
     python -m benchmarks.experiments.learner_comparison            # 4 arms x 5 seeds, then the evaluation (hours)
     python -m benchmarks.experiments.learner_comparison --quick    # 1 seed, 4 steps, 10 episodes a cell: a first look
     python -m benchmarks.experiments.learner_comparison --arms mempo,grpo,control   # without the full-context baseline
+    python -m benchmarks.experiments.learner_comparison --arms mempo-progress,mempo,grpo,control --search oracle
     python -m benchmarks.experiments.learner_comparison --results-md benchmarks/RESULTS.md   # and its section, record
     python -m benchmarks.experiments.learner_comparison --record-md RECORD --record-heading "## H"   # the record only
 
@@ -10,10 +11,14 @@ Arms, all ``algorithms.mempo.Config`` with its defaults (so the same budget) and
 ``context``, ``control`` and ``seed`` set here: ``mempo`` (memory view), ``grpo`` (memory view: the
 memory advantage is the only difference), ``control`` (``grpo`` with its advantages shuffled within
 groups, ``--control shuffled``: what the same updates do without information) and ``grpo-full`` (full
-context: the no-memory baseline). Every arm starts from the same warm-up checkpoint, the one ``train``
-itself would build, and seed s of every arm trains on the same questions with the same sampling seeds,
-so arms compare paired by seed. Each arm x seed trains in ``OUT/runs/ARM-sSEED`` with the learner's own
-resume and learning curve (``metrics.jsonl``, ``curve.jsonl``); a finished run is left as it is.
+context: the no-memory baseline); and, asked for with ``--arms``, ``mempo-progress``, ``mempo-infomem`` and
+``mempo-write``: ``mempo`` with that ``--memory-reward`` (docs/learners.md#memory-reward-variants), each
+measured against the control and against MemPO and GRPO. ``--search oracle`` trains and evaluates every arm
+in the oracle-evidence mode (docs/environment.md#oracle-evidence-search). Every arm starts from the same
+warm-up checkpoint, the one ``train`` itself would build, and seed s of every arm trains on the same
+questions with the same sampling seeds, so arms compare paired by seed. Each arm x seed trains in
+``OUT/runs/ARM-sSEED`` with the learner's own resume and learning curve (``metrics.jsonl``,
+``curve.jsonl``); a finished run is left as it is.
 
 ``benchmarks.run.evaluate`` then plays the warm-up (every arm's start, in both views) and every trained
 policy on the same held-out questions (the test split of the learner's world and hops, the learner's
@@ -26,7 +31,8 @@ without looking at the evaluation questions.
 The report (``report.md``, ``results.json``, ``curves.png``, ``f1_vs_objectives.png``,
 ``cost_vs_objectives.png``) says whether each learner learned (training reward against the control on
 the same seeds, held-out sampled and greedy F1 and memory recall against the start and the control on
-the same questions), MemPO − GRPO with its spread over seeds, and answers the paper's three questions
+the same questions), MemPO − GRPO and each variant − MemPO and − GRPO with their spread over seeds, the
+length and duplication of every arm's held-out memories (``memory``), and answers the paper's three questions
 (spec section 10): (a) MemPO vs GRPO F1 at long horizons, (b) total tokens of the memory view vs the
 full context, (c) how F1 falls as objectives grow.
 """
@@ -53,6 +59,7 @@ from benchmarks.experiments.learner_comparison.report import commit, machine, re
 from benchmarks.experiments.learner_comparison.settings import (
     ARMS,
     COMPARISON,
+    DEFAULT_ARMS,
     EPISODES,
     EVAL_MAX_NEW_TOKENS,
     HEADING,
@@ -73,6 +80,7 @@ from benchmarks.experiments.learner_comparison.settings import (
 )
 from benchmarks.report import BenchmarkError
 from benchmarks.run import _int_list, evaluate
+from mempo_env.env import SEARCH_MODES
 
 
 def _pool(jobs: int) -> Any:
@@ -164,14 +172,15 @@ def trained_checkpoint(cfg: Config) -> Path:
 def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEEDS, episodes: int = EPISODES,
             samples: int = SAMPLES, objectives: Sequence[int] = OBJECTIVES, split: str = "test",
             warmup: str | Path | None = None, long_from: int = LONG_FROM, learner: Mapping[str, Any] | None = None,
-            arms: Sequence[str] = tuple(ARMS), jobs: int = 1, archive_dir: str | Path | None = None,
+            arms: Sequence[str] = DEFAULT_ARMS, jobs: int = 1, archive_dir: str | Path | None = None,
             command: str | None = None, verbose: bool = True) -> dict[str, Any]:
     """Train every arm x seed, evaluate them and the warm-up, write the report; return ``report``'s result.
 
     ``learner``: ``Config`` fields other than the per-arm ones (e.g. ``{"steps": 2}``), the same for
     every arm. ``warmup``: the start checkpoint (default: ``default_warmup`` for the learner's world).
     ``samples``: sampled episodes per question at the training horizon (``Config.objectives``).
-    ``arms``: the arms to train (default all of ``ARMS``; the warm-up is evaluated in their views only).
+    ``arms``: the arms to train, of ``ARMS`` (default ``DEFAULT_ARMS``; the warm-up is evaluated in their
+    views only). ``learner``'s ``search`` (``"oracle"``) reaches the evaluation too.
     ``jobs``: runs (and evaluation folders) at once, each in a process of its own: a run with one torch
     thread unless ``learner`` sets ``threads``, an evaluation with its share of this process's threads.
     Seed by seed: whenever a process is free it takes the first seed's next run or, once a run is done,
@@ -238,7 +247,7 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     greedy = f"hf:{{}}#max_new_tokens={EVAL_MAX_NEW_TOKENS}"
     sampled = f"{greedy}#temperature={base.temperature}#seed={{}}"
     common = dict(dataset=task, episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
-                  max_context_tokens=max_context, plots=False, verbose=verbose and jobs == 1)
+                  max_context_tokens=max_context, plots=False, verbose=verbose and jobs == 1, search_mode=base.search)
 
     def evaluation(kind: str, label: str, context: str, path: Path | None = None) -> tuple[Any, ...]:
         """One resumable folder: ``eval`` greedy at every horizon, ``sampled`` at the training horizon; a
@@ -310,8 +319,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help=f"evaluation horizons (default {_csv(OBJECTIVES)})")
     p.add_argument("--split", default="test", choices=("test", "validation"),
                    help="test: the evaluation questions; validation: the next world's test questions, for tuning")
-    p.add_argument("--arms", default=",".join(ARMS),
-                   help=f"the arms to train, comma-separated (default {','.join(ARMS)})")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
+                   help=f"the arms to train, comma-separated, of {','.join(ARMS)} (default {','.join(DEFAULT_ARMS)})")
+    p.add_argument("--search", default=None, choices=SEARCH_MODES,
+                   help="what a search returns in training and evaluation (default: algorithms.mempo.Config's, "
+                        "the retriever; oracle: the next hop's gold evidence, docs/environment.md)")
     p.add_argument("--archive", default=None, metavar="DIR",
                    help="resume from the finished seeds kept in DIR, and keep each finished seed there (training "
                         "logs, episodes without transcripts: small enough to commit)")
@@ -341,7 +353,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             split=args.split, warmup=args.warmup, long_from=args.long_from, jobs=args.jobs,
             arms=[arm.strip() for arm in args.arms.split(",") if arm.strip()], archive_dir=args.archive,
             learner={**({} if steps is None else {"steps": steps}),
-                     **({} if args.train_objectives is None else {"objectives": args.train_objectives})},
+                     **({} if args.train_objectives is None else {"objectives": args.train_objectives}),
+                     **({} if args.search is None else {"search": args.search})},
             command=shlex.join(["python", "-m", "benchmarks.experiments.learner_comparison",
                                 *(sys.argv[1:] if argv is None else argv)]))
         if args.results_md or args.record_md:

@@ -15,7 +15,6 @@ from typing import Any
 from agents.statistics import jsonable, mean_ci, summarize
 from algorithms.compute import cpu_name
 from benchmarks.experiments.learner_comparison.settings import (
-    ARMS,
     BEGIN,
     COMPARISON,
     END,
@@ -26,6 +25,7 @@ from benchmarks.experiments.learner_comparison.settings import (
     RECORD,
     RECORD_HEADING,
     TESTED_BY,
+    arms_of,
 )
 from benchmarks.experiments.learner_comparison.tables import (
     Cell,
@@ -42,10 +42,11 @@ from benchmarks.report import BenchmarkError, Comparison, write_comparison
 def curve_series(runs: Mapping[str, Mapping[str, list]], arm: str, seeds: Sequence[int], log: str,
                  key: str) -> tuple[list[int], list[Cell]]:
     """Steps and, at each, ``key``'s mean and 95% interval over the seeds that logged it (``reward_avg`` of
-    ``metrics``; ``sampled_f1`` or ``greedy_f1`` of ``curve``, whose values are (mean, half-width))."""
+    ``metrics``; ``sampled_f1`` or ``greedy_f1`` of ``curve``, whose values are (mean, half-width)); none for
+    an arm the comparison did not train (a learner's panel without the control)."""
     by_step: dict[int, list[float]] = {}
     for s in seeds:
-        for line in runs[f"{arm}-s{s}"][log]:
+        for line in runs.get(f"{arm}-s{s}", {}).get(log, []):
             if key in line:
                 value = line[key]
                 by_step.setdefault(line["step"], []).append(value[0] if isinstance(value, list) else value)
@@ -65,7 +66,7 @@ def plot_curves(runs: Mapping[str, Mapping[str, list]], settings: dict[str, Any]
     rows = [("metrics", "reward_avg", f"rollout reward, moving average of {c.get('reward_window', 1)} steps"),
             ("curve", "sampled_f1", f"held-out sampled F1 (T={c['temperature']}), {c['objectives']} objectives"),
             ("curve", "greedy_f1", f"held-out greedy F1, {c['objectives']} objectives")]
-    columns = [arm for arm in ("mempo", "grpo", "grpo-full") if arm in settings.get("arms", ARMS)]
+    columns = [arm for arm in (*LEARNERS, "grpo-full") if arm in arms_of(settings)]
     fig, axes = plt.subplots(len(rows), len(columns), figsize=(5 * len(columns), 3.2 * len(rows)), squeeze=False)
     for col, arm in enumerate(columns):
         for row, (log, key, label) in enumerate(rows):

@@ -8,18 +8,25 @@ import inspect
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from algorithms.mempo import RESUMABLE, Config
+from algorithms.mempo import MEMORY_REWARDS, RESUMABLE, Config
 from benchmarks.report import BenchmarkError
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
 from mempo_env.types import QATask
 
-ARMS = {"mempo": {"algo": "mempo", "context": "memory", "control": "none"},
-        "grpo": {"algo": "grpo", "context": "memory", "control": "none"},
-        "control": {"algo": "grpo", "context": "memory", "control": "shuffled"},
-        "grpo-full": {"algo": "grpo", "context": "full", "control": "none"}}
-LEARNERS = ("mempo", "grpo")  # measured against the control, which trains in their view on their questions
+# MemPO with another memory reward (``--memory-reward``, docs/learners.md#memory-reward-variants): mempo-progress, ...
+VARIANTS = {f"mempo-{v}": v for v in MEMORY_REWARDS if v != "mempo"}
+ARMS = {"mempo": {"algo": "mempo", "context": "memory", "control": "none", "memory_reward": "mempo"},
+        "grpo": {"algo": "grpo", "context": "memory", "control": "none", "memory_reward": "mempo"},
+        "control": {"algo": "grpo", "context": "memory", "control": "shuffled", "memory_reward": "mempo"},
+        "grpo-full": {"algo": "grpo", "context": "full", "control": "none", "memory_reward": "mempo"},
+        **{arm: {"algo": "mempo", "context": "memory", "control": "none", "memory_reward": v}
+           for arm, v in VARIANTS.items()}}
+# The default arms, and those of a comparison made before arms could be chosen (its settings list none).
+DEFAULT_ARMS = ("mempo", "grpo", "control", "grpo-full")
+LEARNERS = ("mempo", "grpo", *VARIANTS)  # measured against the control, which trains in their view on their questions
 WARMUP, WARMUP_FULL = "warm-up", "warm-up (full)"
 START = {arm: WARMUP_FULL if ARMS[arm]["context"] == "full" else WARMUP for arm in ARMS}  # each arm's start
 POLICIES = (WARMUP, *ARMS)
@@ -27,7 +34,7 @@ RECALL = "episode_memory_recall"  # of the evidence an episode found, the share 
 SEEDS, EPISODES, SAMPLES, OBJECTIVES, LONG_FROM = (0, 1, 2, 3, 4), 100, 4, (2, 4, 6, 8, 10), 6
 QUICK = {"seeds": (0,), "steps": 4, "episodes": 10, "samples": 2, "objectives": (2, 6)}
 # The comparison's own settings: Config fields it sets per arm, so an override of them is refused.
-PER_ARM = ("algo", "context", "control", "seed", "policy", "run_dir", "resume", "eval_episodes")
+PER_ARM = ("algo", "context", "control", "memory_reward", "seed", "policy", "run_dir", "resume", "eval_episodes")
 # Evaluate with the prompt the learner trains with (its env's default).
 TRAIN_PROMPT = inspect.signature(MemSearchQAEnv).parameters["prompt"].default
 # Generation budget per evaluation turn: a memory that carries every answer grows with the horizon
@@ -46,7 +53,7 @@ TESTED_BY = "<!-- tested by tests/test_learner_docs.py::test_the_documented_lear
 
 
 def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config,
-                arms: Sequence[str] = tuple(ARMS)) -> dict[str, Config]:
+                arms: Sequence[str] = DEFAULT_ARMS) -> dict[str, Config]:
     """Policy label -> its learner config; seed-major, so a partial comparison has every arm of seed 0."""
     return {f"{arm}-s{seed}": dataclasses.replace(base, **ARMS[arm], seed=seed, policy=str(warmup),
                                                   run_dir=str(out / "runs" / f"{arm}-s{seed}"), eval_episodes=0)
@@ -72,3 +79,8 @@ def eval_task(split: str, cfg: Config) -> QATask:
     if split not in ("test", "validation"):
         raise BenchmarkError(f"split must be 'test' or 'validation', not {split!r}")
     return make_generated_task("test", seed=cfg.task_seed + (split == "validation"), hops=cfg.hops)
+
+
+def arms_of(settings: dict[str, Any]) -> list[str]:
+    """A comparison's arms, from its recorded settings (one made before arms could be chosen had the defaults)."""
+    return list(settings.get("arms", DEFAULT_ARMS))

@@ -11,21 +11,25 @@ from typing import Any
 
 from agents.episode_log import load_done
 from agents.statistics import METRICS, mean_ci, units_to_resolve
+from benchmarks.experiments.learner_comparison.memory import MEMORY, with_memory
 from benchmarks.experiments.learner_comparison.settings import (
     ARMS,
     LEARNERS,
     POLICIES,
     RECALL,
     START,
+    VARIANTS,
     WARMUP,
     WARMUP_FULL,
+    arms_of,
 )
 from benchmarks.report import load_run
 
 
 def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """The comparison's episodes (its seeds, horizons and episode count), ``agent`` set to the arm (the
-    warm-up in the full context: ``WARMUP_FULL``), ``kind`` greedy or sampled."""
+    warm-up in the full context: ``WARMUP_FULL``), ``kind`` greedy or sampled, with what their memories held
+    (``memory.with_memory``)."""
     records = []
     for kind, folder, horizons in (("greedy", "eval", settings["objectives"]),
                                    ("sampled", "sampled", settings["sampled_objectives"])):
@@ -40,7 +44,8 @@ def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
                 if ((seed in settings["seeds"] or seed is None) and r["objectives"] in horizons
                         and r["episode"] < settings["episodes"]
                         and (m[3] is None or int(m[3]) <= settings.get("samples", 0))):
-                    records.append({**r, "policy": r["agent"], "agent": arm, "train_seed": seed, "kind": kind})
+                    records.append({**with_memory(r), "policy": r["agent"], "agent": arm, "train_seed": seed,
+                                    "kind": kind})
     return records
 
 
@@ -49,11 +54,13 @@ def load_runs(out: Path, settings: dict[str, Any]) -> dict[str, dict[str, list[d
     ``eval_every`` steps), keyed ``ARM-sSEED``."""
     return {f"{arm}-s{seed}": {name: load_done(out / "runs" / f"{arm}-s{seed}" / f"{name}.jsonl")
                                for name in ("metrics", "curve")}
-            for arm in ARMS for seed in settings["seeds"]}
+            for arm in arms_of(settings) for seed in settings["seeds"]}
 
 
-# Paired F1 differences in table (a): MemPO against GRPO, and each memory-view arm against its start.
-DIFFERENCES = (("mempo", "grpo"), ("mempo", WARMUP), ("grpo", WARMUP), ("control", WARMUP))
+# Paired F1 differences in table (a): MemPO against GRPO, and each memory-view arm against its start; each
+# memory-reward variant against MemPO, GRPO and its start.
+DIFFERENCES = (("mempo", "grpo"), ("mempo", WARMUP), ("grpo", WARMUP), ("control", WARMUP),
+               *((v, other) for v in VARIANTS for other in ("mempo", "grpo", WARMUP)))
 Cell = tuple[float, float] | None  # (mean, 95% half-width); None where a policy has no episodes
 
 
@@ -180,7 +187,9 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
     F1 at the training horizon and greedy F1 at the long horizons, and the memory recall of both
     (``episode_memory_recall``: the share of the evidence found that the last ``<mem>`` keeps), each
     against the start and the control; ``mempo_grpo``: MemPO − GRPO on the same measures, with each
-    training seed's value. Rows hold ``Cell``s and ``{seed: value}`` spreads.
+    training seed's value; ``variants``: each memory-reward variant arm − MemPO and − GRPO (``pair``) likewise;
+    ``memory``: per arm and start, the held-out memories' length and duplication (``memory.MEMORY``), mean
+    and interval over the questions. Rows hold ``Cell``s and ``{seed: value}`` spreads.
 
     Every difference is taken per training seed (held out: paired per question on that seed's policies)
     and its interval is over the seeds, the independent unit: an interval over questions of the
@@ -191,8 +200,8 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
     long = [h for h in settings["objectives"] if h >= settings["long_from"]]
     greedy = [r for r in records if r["kind"] == "greedy"]
     sampled = [r for r in records if r["kind"] == "sampled"]
-    late = {key: {arm: {s: late_mean(runs[f"{arm}-s{s}"]["metrics"], steps, key) for s in seeds} for arm in ARMS}
-            for key in ("reward", "memory_recall")}
+    late = {key: {arm: {s: late_mean(runs.get(f"{arm}-s{s}", {}).get("metrics", []), steps, key) for s in seeds}
+                  for arm in ARMS} for key in ("reward", "memory_recall")}
     reward = late["reward"]
 
     def seed_diff(a: str, b: str, key: str = "reward") -> dict[int, float | None]:
@@ -226,8 +235,9 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
                     row[f"sampled{suffix} - {name}"] = row[f"greedy{suffix} - {name}"] = None
         return row
 
+    arms = arms_of(settings)
     rows = []
-    for arm in settings.get("arms", ARMS):  # a comparison made before arms could be chosen had them all
+    for arm in arms:
         learner = arm in LEARNERS
         rows.append({
             "arm": arm, "reward": over_seeds(reward[arm]),
@@ -236,23 +246,31 @@ def learning_tables(records: list[dict[str, Any]], runs: Mapping[str, Mapping[st
             "training recall": over_seeds(late["memory_recall"][arm]),
             "training recall - control": over_seeds(seed_diff(arm, "control", "memory_recall")) if learner else None,
             **held_out(arm, {"start": START[arm], "control": "control" if learner else None})})
-    rows += [{"arm": start, **held_out(start, {})} for start in (WARMUP, WARMUP_FULL)
-             if any(r["agent"] == start for r in records)]
-    measures = [("training reward (2nd half of the steps)", seed_diff("mempo", "grpo"), 1),
-                (f"held-out sampled F1 % at {k} objectives", per_seed(sampled_diff, sampled, "mempo", "grpo"), 100),
-                ("training memory recall % (2nd half of the steps)", seed_diff("mempo", "grpo", "memory_recall"), 100),
-                (f"held-out sampled memory recall % at {k} objectives",
-                 per_seed(sampled_diff, sampled, "mempo", "grpo", RECALL), 100)]
-    if long:
-        span = f"{long[0]}-{long[-1]}"
-        measures += [(f"held-out greedy F1 % at {span} objectives",
-                      per_seed(greedy_diff, greedy, "mempo", "grpo"), 100),
-                     (f"held-out greedy memory recall % at {span} objectives",
-                      per_seed(greedy_diff, greedy, "mempo", "grpo", RECALL), 100)]
-    mempo_grpo = [{"measure": name, "mempo - grpo": over_seeds(by_seed), "by seed": by_seed, "scale": scale,
-                   "seeds to resolve": units_to_resolve([v for v in by_seed.values() if v is not None])}
-                  for name, by_seed, scale in measures]
-    return {"learning": rows, "mempo_grpo": mempo_grpo}
+    starts = [start for start in (WARMUP, WARMUP_FULL) if any(r["agent"] == start for r in records)]
+    rows += [{"arm": start, **held_out(start, {})} for start in starts]
+
+    def pair_rows(a: str, b: str, key: str) -> list[dict[str, Any]]:
+        """``a`` − ``b`` on the learning measures, per training seed; the difference under ``key``."""
+        measures = [("training reward (2nd half of the steps)", seed_diff(a, b), 1),
+                    (f"held-out sampled F1 % at {k} objectives", per_seed(sampled_diff, sampled, a, b), 100),
+                    ("training memory recall % (2nd half of the steps)", seed_diff(a, b, "memory_recall"), 100),
+                    (f"held-out sampled memory recall % at {k} objectives",
+                     per_seed(sampled_diff, sampled, a, b, RECALL), 100)]
+        if long:
+            span = f"{long[0]}-{long[-1]}"
+            measures += [(f"held-out greedy F1 % at {span} objectives", per_seed(greedy_diff, greedy, a, b), 100),
+                         (f"held-out greedy memory recall % at {span} objectives",
+                          per_seed(greedy_diff, greedy, a, b, RECALL), 100)]
+        return [{"measure": name, key: over_seeds(by_seed), "by seed": by_seed, "scale": scale,
+                 "seeds to resolve": units_to_resolve([v for v in by_seed.values() if v is not None])}
+                for name, by_seed, scale in measures]
+
+    variants = [{"pair": f"{v} − {b}", **row} for v in arms if v in VARIANTS for b in ("mempo", "grpo")
+                if b in arms for row in pair_rows(v, b, "difference")]
+    memory = [{"arm": arm, **{f"sampled {m}": cell(sampled, arm, k, m) for m in MEMORY},
+               **{f"greedy {m}": greedy_cell(arm, m) for m in MEMORY}} for arm in (*arms, *starts)]
+    return {"learning": rows, "mempo_grpo": pair_rows("mempo", "grpo", "mempo - grpo"), "variants": variants,
+            "memory": memory}
 
 
 def half_width(half: float, scale: float, digits: int) -> str:
@@ -329,6 +347,48 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
     for row in tables["mempo_grpo"]:
         lines.append(f"- mempo − grpo, {row['measure']}: {signed(row['mempo - grpo'], row['scale'], 2)} "
                      f"({verdict(row['mempo - grpo'])}).")
+    return lines + variants_markdown(tables.get("variants", [])) + memory_markdown(tables.get("memory", []), k, span)
+
+
+def variants_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """Each memory-reward variant − MemPO and − GRPO, by training seed, then a verdict line each (none: no variant)."""
+    if not rows:
+        return []
+    lines = ["", "### Each memory-reward variant − MemPO and − GRPO", "",
+             "Paired by training seed as MemPO − GRPO above; last column as there.", "",
+             "| difference | measure | mean ± 95% over seeds | by training seed | seeds to clear 0 |",
+             "|---|---|---|---|---|"]
+    for row in rows:
+        digits = 2 if row["scale"] == 1 else 1
+        spread = ", ".join(f"{v * row['scale']:+.{digits}f} (seed {s})" for s, v in row["by seed"].items()
+                           if v is not None)
+        needed = row.get("seeds to resolve")
+        lines.append(f"| {row['pair']} | {row['measure']} | {signed(row['difference'], row['scale'], digits)} | "
+                     f"{spread or '–'} | {'–' if needed is None else needed} |")
+    lines.append("")
+    lines += [f"- {row['pair']}, {row['measure']}: {signed(row['difference'], row['scale'], 2)} "
+              f"({verdict(row['difference'])})." for row in rows]
+    return lines
+
+
+def memory_markdown(rows: list[dict[str, Any]], k: int, span: str) -> list[str]:
+    """Per arm, the held-out memories' mean length and their copies and repeated lines (``memory.MEMORY``)."""
+    if not rows:
+        return []
+    lines = ["", "### Memory length and duplication (held-out episodes)", "",
+             "Per episode: the mean length of its `<mem>` blocks in characters; the share of them that copy a "
+             "question of the episode or the tool response the turn read (`algorithms.memory_reward.is_copy`); "
+             "the share of their lines that repeat an earlier line of the same `<mem>`. Then mean [95% interval "
+             "over the questions] of each arm's seeds averaged per question; –: not measured (an archive made "
+             "before these fields).", "",
+             f"| arm | sampled at {k}: chars | copies % | repeated lines % | greedy at {span}: chars | copies % "
+             "| repeated lines % |", "|---" * 7 + "|"]
+    for row in rows:
+        cells = ["–" if row[f"{kind} {m}"] is None else text(row[f"{kind} {m}"], scale, digits, bounded=True)
+                 for kind in ("sampled", "greedy")
+                 for m, scale, digits in (("memory_chars", 1, 0), ("memory_copied", 100, 1),
+                                          ("memory_repeated", 100, 1))]
+        lines.append(f"| {row['arm']} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -339,15 +399,18 @@ TABLES = {
         ("control", "control", 100, 1), ("grpo-full", "grpo-full (full context)", 100, 1), (WARMUP, WARMUP, 100, 1),
         (f"mempo - {WARMUP}", "mempo − warm-up (paired)", 100, 1),
         (f"grpo - {WARMUP}", "grpo − warm-up (paired)", 100, 1),
-        (f"control - {WARMUP}", "control − warm-up (paired)", 100, 1)]),
+        (f"control - {WARMUP}", "control − warm-up (paired)", 100, 1),
+        *((f"{v}{other}", f"{v}{header}", 100, 1) for v in VARIANTS
+          for other, header in (("", ""), (" - mempo", " − mempo (paired)"), (" - grpo", " − grpo (paired)"),
+                                (f" - {WARMUP}", " − warm-up (paired)")))]),
     "b": ("(b) Total tokens (TT) per episode: memory view vs full context", [
         ("mempo", "mempo (memory)", 1, 0), ("grpo", "grpo (memory)", 1, 0), ("grpo-full", "grpo-full (full)", 1, 0),
         ("mempo fewer", "mempo: % fewer than grpo-full", 100, 1),
-        ("grpo fewer", "grpo: % fewer than grpo-full", 100, 1)]),
+        ("grpo fewer", "grpo: % fewer than grpo-full", 100, 1), *((v, f"{v} (memory)", 1, 0) for v in VARIANTS)]),
     "c": ("(c) F1 % as objectives grow (last row: the change from fewest to most)", [
         (WARMUP, "warm-up (memory)", 100, 1), ("mempo", "mempo (memory)", 100, 1), ("grpo", "grpo (memory)", 100, 1),
         ("control", "control (memory)", 100, 1), (WARMUP_FULL, "warm-up (full)", 100, 1),
-        ("grpo-full", "grpo-full (full)", 100, 1)]),
+        ("grpo-full", "grpo-full (full)", 100, 1), *((v, f"{v} (memory)", 100, 1) for v in VARIANTS)]),
 }
 
 
@@ -407,18 +470,22 @@ def describe(settings: dict[str, Any]) -> str:
     limit = settings.get("max_context_tokens")  # absent from comparisons made before the limit existed
     window = (f"an episode whose next prompt exceeds {limit} tokens ends unanswered (the policy's window less "
               f"that budget)" if limit else "no context limit")
-    arms = settings.get("arms", list(ARMS))
+    arms = arms_of(settings)
     views = "; ".join(f"the warm-up, {', '.join(a for a in arms if ARMS[a]['context'] == context)} in {name}"
                       for context, name in (("memory", "the memory view"), ("full", "the full context"))
                       if any(ARMS[a]["context"] == context for a in arms))
+    variants = "".join(f"; {a} is mempo with `--memory-reward {VARIANTS[a]}`" for a in arms if a in VARIANTS)
+    search = ("; every search, in training and evaluation, returns the next hop's gold evidence (`--search oracle`)"
+              if c.get("search", "retriever") == "oracle" else "")
     horizon = (f"{c['objectives']}-objective" if not c.get("min_objectives")
                else f"{c['min_objectives']}-{c['objectives']}-objective")
     return (f"Learners (`algorithms.mempo.Config`, the same for every arm): steps × question groups × rollouts "
             f"= {c['steps']} × {c['questions_per_step']} × {c['group_size']}, lr {c['lr']}, KL {c['kl_coef']}, "
             f"rollout temperature {c['temperature']}, {horizon} training episodes of {c['hops']}-hop questions "
             f"(world {c['task_seed']}), {c['max_turns']} turns, from the warm-up `{settings['warmup']}`; the "
-            f"control is grpo with its advantages shuffled within groups. Evaluation (`benchmarks.run.evaluate`) "
-            f"on `{settings['task']}`, training seeds {', '.join(map(str, settings['seeds']))}: "
+            f"control is grpo with its advantages shuffled within groups{variants}{search}. Evaluation "
+            f"(`benchmarks.run.evaluate`) on `{settings['task']}`, training seeds "
+            f"{', '.join(map(str, settings['seeds']))}: "
             f"{settings['episodes']} questions per policy and horizon, greedy, and sampled at temperature "
             f"{c['temperature']} at {', '.join(map(str, settings['sampled_objectives']))} objectives, "
             f"{settings['samples']} episodes per question; prompt `{settings['prompt']}`, turn budget "
