@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
+from agents.checkpoints import CheckpointError
 from agents.episode_log import RunFolderError, hold_folder, load_done, write_atomic
 from agents.runner import play
 from agents.summariser import make_strategy
@@ -142,6 +143,8 @@ def build_agents(agents: Mapping[str, str | Agent]) -> dict[str, Agent]:
     for label, agent in agents.items():
         try:
             built[label] = make_agent(agent) if isinstance(agent, str) else agent
+        except CheckpointError as e:  # a path that is no usable policy (agents.checkpoints): one line
+            raise BenchmarkError(f"cannot load agent {agent!r}: {e}") from None
         except ValueError as e:
             raise BenchmarkError(str(e)) from None
         except OSError as e:  # a checkpoint that is not there or cannot be read
