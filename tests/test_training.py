@@ -556,7 +556,7 @@ def test_a_killed_warm_up_continues_to_the_weights_of_an_uninterrupted_one(tmp_p
     that state when done."""
     from algorithms.sft import warmup_dir
 
-    args = ["--episodes", "4", "--worlds", "2", "--steps", "60", "--batch-size", "4", "--checkpoint-every", "5",
+    args = ["--episodes", "4", "--worlds", "2", "--steps", "16", "--batch-size", "4", "--checkpoint-every", "4",
             "--precision", "fp32", "--threads", "1"]
 
     def build(cache: Path) -> subprocess.Popen:
@@ -564,7 +564,7 @@ def test_a_killed_warm_up_continues_to_the_weights_of_an_uninterrupted_one(tmp_p
                                 env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
 
-    out = warmup_dir(SFTConfig(cache_dir=str(tmp_path / "killed"), episodes=4, worlds=2, steps=60, batch_size=4))
+    out = warmup_dir(SFTConfig(cache_dir=str(tmp_path / "killed"), episodes=4, worlds=2, steps=16, batch_size=4))
     state = out.with_name(f".{out.name}.partial") / "state.pt"
     proc = build(tmp_path / "killed")
     deadline = time.time() + 300
@@ -575,9 +575,9 @@ def test_a_killed_warm_up_continues_to_the_weights_of_an_uninterrupted_one(tmp_p
     assert state.exists() and not out.exists(), "the build ended before it could be killed"
     for cache in ("killed", "whole"):
         assert build(tmp_path / cache).wait(timeout=600) == 0
-    whole = warmup_dir(SFTConfig(cache_dir=str(tmp_path / "whole"), episodes=4, worlds=2, steps=60, batch_size=4))
+    whole = warmup_dir(SFTConfig(cache_dir=str(tmp_path / "whole"), episodes=4, worlds=2, steps=16, batch_size=4))
     resumed_at = json.loads((out / "build.json").read_text())["resumed_at_step"]
-    assert resumed_at and resumed_at % 5 == 0 and not state.parent.exists()
+    assert resumed_at and resumed_at % 4 == 0 and not state.parent.exists()
     assert json.loads((out / "losses.json").read_text()) == pytest.approx(
         json.loads((whole / "losses.json").read_text()), rel=1e-4, abs=1e-6)
     a, b = (AutoModelForCausalLM.from_pretrained(d).state_dict() for d in (out, whole))
