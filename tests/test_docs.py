@@ -232,7 +232,8 @@ def vllm_api_server(args: list[str], cwd: Path) -> str:
 
 
 def python_m_pytest(args: list[str], cwd: Path) -> str:
-    paths = [a for a in args if not a.startswith("-")]
+    valued = ("-m", "-k", "-p", "-c", "--durations")  # options whose value is the next word, not a path
+    paths = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in valued)]
     missing = [p for p in paths if not (ROOT / p.split("::")[0]).exists()]
     assert not missing, f"no such test path: {missing}"
     return "its test paths exist (the suite runs it)"
