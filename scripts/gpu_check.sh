@@ -19,13 +19,5 @@ mkdir -p "$out"
 policy="$(tail -n 1 "$out/sft.out")"
 "$python" -m algorithms.mempo --policy "$policy" --device cuda --steps "$steps" --eval-episodes 8 \
     --run-dir "$out/mempo" 2>&1 | tee "$out/mempo.log"
-grep -q "compute: fp32, cuda" "$out/mempo.log" || { echo "FAIL: the learner did not compute on the GPU"; exit 1; }
-"$python" - "$out/mempo/metrics.jsonl" "$steps" <<'EOF'
-import json, sys
-lines = [json.loads(x) for x in open(sys.argv[1])]
-assert [m["step"] for m in lines] == list(range(1, int(sys.argv[2]) + 1)), [m["step"] for m in lines]
-assert all("p_mem" in m for m in lines), "no memory reward logged"
-for m in lines:
-    print(f"step {m['step']}: reward {m['reward']:.2f}, p_mem {m['p_mem']:.3f}, step {m['step_s']:.1f} s")
-EOF
+"$python" scripts/gpu_check_passed.py "$out" "$steps"
 echo "PASS: $steps MemPO steps of the 3.8M policy on CUDA; logs in $out"

@@ -34,8 +34,8 @@ def test_the_gpu_checks_commands_build_the_3_8m_policy_and_train_it_on_cuda(monk
 
 
 def test_the_gpu_check_looks_for_the_line_the_learner_prints_on_a_gpu(monkeypatch):
-    """The script passes only if the learner's log says it computed on CUDA: its grep pattern must be
-    in the line ``train`` prints there ("compute: " and the ``Setting``)."""
+    """A check passes only if the learner's log says it computed on CUDA: its pattern must be
+    in the line ``train`` prints there ("compute: " and the ``Setting``); both scripts check with it."""
     import re
 
     import torch
@@ -43,8 +43,10 @@ def test_the_gpu_check_looks_for_the_line_the_learner_prints_on_a_gpu(monkeypatc
     from algorithms.compute import Setting
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
-    pattern = re.search(r'grep -q "([^"]+)" "\$out/mempo.log"', SCRIPT.read_text())[1]
+    checker = (ROOT / "scripts" / "gpu_check_passed.py").read_text()
+    pattern = re.search(r'ON_CUDA = "([^"]+)"', checker)[1]
     assert pattern in f"compute: {Setting(threads=16, device='cuda')} for generation and the update"
+    assert all('scripts/gpu_check_passed.py "$out" "$steps"' in s.read_text() for s in (SCRIPT, SMOL))
 
 
 def test_the_gpu_check_refuses_to_pass_on_a_cpu(tmp_path):
@@ -90,3 +92,20 @@ def test_the_smollm2_gpu_check_builds_the_documented_warm_up_and_trains_on_cuda(
     mempo.main("mempo", learner[1])
     (cfg,) = configs
     assert (cfg.device, cfg.algo, cfg.steps, cfg.policy) == ("cuda", "mempo", 2, "algorithms/warmup")
+
+
+@pytest.mark.parametrize("log, steps, passed", [("compute: fp32, cuda, NVIDIA H100 for generation", [1, 2], True),
+                                                 ("threads: 1 for generation, 1 for the update (fp32)", [1, 2], False),
+                                                 ("compute: fp32, cuda, NVIDIA H100 for generation", [1], False)])
+def test_the_pass_condition_reads_the_log_and_every_step(tmp_path, log, steps, passed):
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "mempo").mkdir()
+    (tmp_path / "mempo.log").write_text(log + "\n")
+    (tmp_path / "mempo" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "reward": 1.0, "p_mem": 0.5, "step_s": 3.0}) + "\n" for s in steps))
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check_passed.py"), str(tmp_path), "2"],
+                         capture_output=True, text=True)
+    assert (run.returncode == 0) is passed and ("step 2: reward 1.00" in run.stdout) is passed

@@ -327,13 +327,8 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
               "over seeds excludes 0 (`agents.statistics.units_to_resolve`; –: a zero mean, one seed, or over "
               "10,000).",
               "", "| measure | mempo − grpo | by training seed | seeds to clear 0 |", "|---|---|---|---|"]
-    for row in tables["mempo_grpo"]:
-        digits = 2 if row["scale"] == 1 else 1
-        spread = ", ".join(f"{v * row['scale']:+.{digits}f} (seed {s})" for s, v in row["by seed"].items()
-                           if v is not None)
-        needed = row.get("seeds to resolve")
-        lines.append(f"| {row['measure']} | {signed(row['mempo - grpo'], row['scale'], digits)} | {spread or '–'} "
-                     f"| {'–' if needed is None else needed} |")
+    lines += ["| " + " | ".join([row["measure"], *paired_cells(row, "mempo - grpo")]) + " |"
+              for row in tables["mempo_grpo"]]
     lines.append("")
     rows = {row["arm"]: row for row in tables["learning"]}
     for arm in (arm for arm in LEARNERS if arm in rows):
@@ -350,6 +345,15 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
     return lines + variants_markdown(tables.get("variants", [])) + memory_markdown(tables.get("memory", []), k, span)
 
 
+def paired_cells(row: dict[str, Any], key: str) -> list[str]:
+    """A difference paired by training seed, as table cells: its mean ± 95% over seeds, each seed's value,
+    and the seeds a mean of this size needs to clear 0."""
+    digits = 2 if row["scale"] == 1 else 1
+    spread = ", ".join(f"{v * row['scale']:+.{digits}f} (seed {s})" for s, v in row["by seed"].items() if v is not None)
+    needed = row.get("seeds to resolve")
+    return [signed(row[key], row["scale"], digits), spread or "–", "–" if needed is None else str(needed)]
+
+
 def variants_markdown(rows: list[dict[str, Any]]) -> list[str]:
     """Each memory-reward variant − MemPO and − GRPO, by training seed, then a verdict line each (none: no variant)."""
     if not rows:
@@ -358,13 +362,8 @@ def variants_markdown(rows: list[dict[str, Any]]) -> list[str]:
              "Paired by training seed as MemPO − GRPO above; last column as there.", "",
              "| difference | measure | mean ± 95% over seeds | by training seed | seeds to clear 0 |",
              "|---|---|---|---|---|"]
-    for row in rows:
-        digits = 2 if row["scale"] == 1 else 1
-        spread = ", ".join(f"{v * row['scale']:+.{digits}f} (seed {s})" for s, v in row["by seed"].items()
-                           if v is not None)
-        needed = row.get("seeds to resolve")
-        lines.append(f"| {row['pair']} | {row['measure']} | {signed(row['difference'], row['scale'], digits)} | "
-                     f"{spread or '–'} | {'–' if needed is None else needed} |")
+    lines += ["| " + " | ".join([row["pair"], row["measure"], *paired_cells(row, "difference")]) + " |"
+              for row in rows]
     lines.append("")
     lines += [f"- {row['pair']}, {row['measure']}: {signed(row['difference'], row['scale'], 2)} "
               f"({verdict(row['difference'])})." for row in rows]
