@@ -113,8 +113,8 @@ class SFTConfig:
     lora_rank: int = 0
     """0: full fine-tuning; r > 0: a LoRA adapter of rank r (peft, alpha 2r) on every linear layer but the
     output head, merged into the weights when saved, so the warm-up is a plain model folder either way
-    (the adapter alone is kept in ``adapter/``). For SmolLM2-135M on a Xeon core a rank-16 LoRA step ran as
-    fast as a full one in bf16 and 1.3x faster in fp32, in less memory (docs/experiments/pretrained-model.md)"""
+    (the adapter alone is kept in ``adapter/``). For SmolLM2-135M on a Xeon core a rank-16 LoRA step ran at
+    0.82x a full one's rate in bf16 and 1.2x in fp32, in about as much memory (docs/experiments/pretrained-model.md)"""
     real: tuple[str, ...] = ()
     """shared real QA sets (``hotpotqa``, ``musique``) that also give oracle episodes: their ``train100``
     questions and their dev questions outside the held-out share that ``algorithms.mempo`` and
