@@ -60,7 +60,7 @@ def encode(tokenizer: Any, text: str) -> list[int]:
 def mem_token_span(tokenizer: Any, ids: list[int], include_tags: bool = True) -> tuple[int, int] | None:
     """The tokens of the first ``<mem>…</mem>`` block, found through the character offsets of the
     decoded ids (never by re-tokenising text): every token that writes part of it, also one that goes
-    on past it (SmolLM2's BPE writes ``>`` and the newline after ``</mem>`` as one token). Without
+    on past it (SmolLM2's BPE writes the ``>`` of ``</mem>`` and a ``<`` right after it as one token). Without
     ``include_tags``, the tokens that write part of what is between the tags."""
     ends = [len(tokenizer.decode(ids[: k + 1])) for k in range(len(ids))]
     text = tokenizer.decode(ids)
