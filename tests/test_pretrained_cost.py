@@ -20,7 +20,8 @@ def test_every_setting_is_measured_in_its_own_process(tmp_path):
     assert all(r["tokens"] > 0 and r["tokens_per_s"] > 0 and r["peak_rss_gb"] > 0 for r in record["results"])
     assert [r["tokens"] for r in record["results"][:2]] == [64, 64]
     table = (tmp_path / "table.md").read_text()
-    assert "| train step | fp32 | LoRA r2 | 2x32 | 1 |" in table and "| generate 4 new | fp32 | - | 2x16 |" in table
+    assert "| train step | fp32 | LoRA r2 | 2x32 | 1 |" in table
+    assert "| generate 4 new (hf) | fp32 | - | 2x16 |" in table
 
 
 def test_a_setting_whose_process_dies_is_reported():
@@ -28,3 +29,15 @@ def test_a_setting_whose_process_dies_is_reported():
            "error": "exit code -9 (killed for memory?)"}
     assert "| train step | fp32 | full | 1x8 | 1 | exit code -9 (killed for memory?) | - | - |" in \
         pretrained_cost.table([row])
+
+
+@pytest.mark.vllm
+def test_the_vllm_engine_is_timed_with_its_weight_sync(tmp_path):
+    pytest.importorskip("vllm")
+    pretrained_cost.main(["--model", str(SHIPPED), "--measure", "generate", "--engines", "hf,vllm", "--eager",
+                          "--generate", "2x16", "--new-tokens", "4", "--repeats", "1", "--precisions", "fp32",
+                          "--out", str(tmp_path)])
+    hf, vllm = json.loads((tmp_path / "cost.json").read_text())["results"]
+    assert (hf["engine"], vllm["engine"]) == ("hf", "vllm") and "sync_s" not in hf and vllm["sync_s"] > 0
+    assert hf["tokens"] > 0 and vllm["tokens"] > 0
+    assert "| generate 4 new (vllm), weight sync" in (tmp_path / "table.md").read_text()

@@ -2,13 +2,16 @@
 
     python -m benchmarks.experiments.pretrained_cost --out runs/pretrained-cost       # SmolLM2-135M-Instruct
     python -m benchmarks.experiments.pretrained_cost --model PATH --batch 4x512 --threads 1
+    python -m benchmarks.experiments.pretrained_cost --engines hf,vllm --out runs/pretrained-engines
 
 Issue 50 plans SmolLM2's warm-up and RL runs by measurement, on whichever processor the machine has.
 Each setting runs in a child process of its own, so that its peak resident memory (from after the model
 is loaded) is its own: a training step (forward, backward and an AdamW step) under fp32 or bf16 autocast, with full
 fine-tuning or a LoRA adapter (``algorithms.sft --lora-rank``), on a batch of real oracle turns rendered
-through the model's chat template; and ``HFBackend.generate`` (the learner's rollout engine) sampling
-new tokens for a batch of prompts. Each time is the best of ``--repeats`` after one untimed call.
+through the model's chat template; and each rollout engine sampling new tokens for a batch of prompts:
+``HFBackend.generate`` and, with ``--engines hf,vllm``, in-process vLLM (``VLLMBackend.for_model``, the
+learner's ``--backend vllm``, with the time of one weight sync, which RL pays after every update). Each
+time is the best of ``--repeats`` after one untimed call.
 Written to ``--out``: ``cost.json`` and ``table.md``, with the processor (``algorithms.compute.cpu_name``).
 """
 
@@ -77,9 +80,7 @@ def measure(setting: dict[str, Any], queue: Any) -> None:
 
         tokens = rows * length
     else:
-        from agents.backends.hf import HFBackend
-
-        backend = HFBackend(model.eval(), tokenizer, batch_size=rows)
+        backend = rollout_engine(setting, model.eval(), tokenizer, rows)
         prompts = [row[:length] for row in ids.tolist()]
 
         def call() -> None:
@@ -97,8 +98,35 @@ def measure(setting: dict[str, Any], queue: Any) -> None:
         times.append(time.perf_counter() - start)
     best = min(times)
     tokens = tokens or call.generated
+    sync = {}
+    if setting.get("engine") == "vllm":  # what RL pays after every update to keep the engine on-policy
+        start = time.perf_counter()
+        backend.update_weights(model)
+        sync = {"sync_s": round(time.perf_counter() - start, 3)}
     queue.put({**setting, "seconds": round(best, 3), "tokens": tokens, "tokens_per_s": round(tokens / best, 1),
-               "peak_rss_gb": round(peak_kb() / 2**20, 2)})
+               "peak_rss_gb": round(peak_kb() / 2**20, 2), **sync})
+
+
+def rollout_engine(setting: dict[str, Any], model: Any, tokenizer: Any, rows: int) -> Any:
+    """The learner's ``--backend hf`` or ``--backend vllm`` engine over ``model``. vLLM runs the model in
+    its own copy of the weights, in bf16 for the bf16 setting (autocast does not reach it), on the
+    threads of this setting (``VLLM_CPU_OMP_THREADS_BIND``: the first ``threads`` cores we may use)."""
+    if setting.get("engine", "hf") == "hf":
+        from agents.backends.hf import HFBackend
+
+        return HFBackend(model, tokenizer, batch_size=rows)
+    import os
+
+    from agents.backends.vllm_engine import VLLMBackend
+
+    cores = sorted(os.sched_getaffinity(0))[: setting["threads"]]
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cores)))
+    if setting["bf16"]:
+        import torch
+
+        model = model.to(torch.bfloat16)
+    return VLLMBackend.for_model(model, tokenizer, max_model_len=setting["batch"][1] + setting["new_tokens"],
+                                 enforce_eager=setting["eager"])
 
 
 def reset_peak() -> None:
@@ -139,7 +167,9 @@ def table(results: list[dict[str, Any]]) -> str:
     lines = ["| what | precision | fine-tuning | batch | threads | tokens/s | seconds | peak memory GB |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        what = "train step" if r["kind"] == "train" else f"generate {r['new_tokens']} new"
+        what = "train step" if r["kind"] == "train" else f"generate {r['new_tokens']} new ({r.get('engine', 'hf')})"
+        if "sync_s" in r:
+            what += f", weight sync {r['sync_s']} s"
         tuning = ("LoRA r%d" % r["lora"] if r["lora"] else "full") if r["kind"] == "train" else "-"
         speed = r.get("tokens_per_s", r.get("error"))
         lines.append(f"| {what} | {'bf16' if r['bf16'] else 'fp32'} | {tuning} | {r['batch'][0]}x{r['batch'][1]} | "
@@ -158,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--precisions", default="fp32,bf16")
+    p.add_argument("--engines", default="hf", help="rollout engines to time: hf, vllm (needs vllm: docs/engines.md)")
+    p.add_argument("--eager", action="store_true", help="vLLM without torch.compile: starts in seconds, runs slower")
+    p.add_argument("--measure", default="train,generate", help="what to time: train, generate or both")
     p.add_argument("--out", default="runs/pretrained-cost")
     args = p.parse_args(argv)
     from algorithms.compute import cpu_name
@@ -165,10 +198,13 @@ def main(argv: list[str] | None = None) -> None:
     model = args.model or smollm2()
     shape = [tuple(map(int, s.split("x"))) for s in (args.batch, args.generate)]
     common = dict(model=model, threads=args.threads, repeats=args.repeats)
+    precisions = [p == "bf16" for p in args.precisions.split(",")]
+    measure = args.measure.split(",")
     settings = [dict(common, kind="train", bf16=bf16, lora=lora, batch=shape[0])
-                for bf16 in [p == "bf16" for p in args.precisions.split(",")] for lora in (0, args.lora)]
-    settings += [dict(common, kind="generate", bf16=bf16, lora=0, batch=shape[1], new_tokens=args.new_tokens)
-                 for bf16 in [p == "bf16" for p in args.precisions.split(",")]]
+                for bf16 in precisions for lora in (0, args.lora) if "train" in measure]
+    settings += [dict(common, kind="generate", engine=engine, eager=args.eager, bf16=bf16, lora=0, batch=shape[1],
+                      new_tokens=args.new_tokens)
+                 for engine in args.engines.split(",") for bf16 in precisions if "generate" in measure]
     results = run(settings)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
