@@ -59,8 +59,9 @@ class SFTConfig:
     """where built policies and warm-ups are kept, keyed by their settings"""
     task_seed: int = 0
     """which generated world"""
-    hops: int = 1
-    """hops per generated question"""
+    hops: int | tuple[int, ...] = 1
+    """hops per generated question, or several (``--hops 1 2 3``: the mix ``benchmarks.run``'s generated
+    task evaluates on; the learner trains at 1)"""
     objectives: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
     """questions per oracle episode, cycled through: every horizon the policy will meet (trained on 1
     and 2 alone, a policy answers after two questions whatever their number: 0% EM at 3 and more)"""

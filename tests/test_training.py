@@ -515,6 +515,21 @@ def test_resume_of_a_damaged_config_names_the_file(tmp_path):
 
 
 @needs_shared
+def test_warmup_hops_mix_is_a_cli_option_and_leaves_the_default_key(tokenizer):
+    """``--hops 1 2 3`` warms up on the generated task's multi-hop questions too (the mix ``benchmarks.run``
+    evaluates on), each oracle episode searching once a hop; the default (1) keeps its recipe key."""
+    import tyro
+
+    from algorithms.sft import default_recipe, oracle_turns, recipe
+
+    cfg = tyro.cli(SFTConfig, args=["--hops", "1", "2", "3", "--episodes", "12", "--worlds", "2", "--objectives", "1"])
+    assert cfg.hops == (1, 2, 3) and recipe(default_recipe())["hops"] == 1  # an int, as in the shipped key
+    searches = sum(tokenizer.decode(r).count("<search>") for _, r in oracle_turns(cfg, tokenizer))
+    one_hop = sum(tokenizer.decode(r).count("<search>")
+                  for _, r in oracle_turns(dataclasses.replace(cfg, hops=1), tokenizer))
+    assert one_hop == 12 and searches > one_hop
+
+
 def test_warmup_real_questions_never_include_a_held_out_one(tokenizer):
     """``algorithms.sft --real``: a real set's warm-up questions are its train100 split and its dev split
     less the held-out share the learner evaluates on; a share of the oracle episodes is played on them."""
