@@ -13,7 +13,8 @@ from agents.base import Agent
 
 KEEP = ("answer", "score", "aligned_score", "em", "f1", "correct", "format_ok", "format_failed", "context_overflow",
         "n_turns", "n_searches", "total_chars", "peak_chars", "total_tokens", "peak_tokens", "context_events",
-        "episode_memory_recall", "episode_context_recall", "memory_recall_turns", "evidence_items", "memory_per_turn")
+        "episode_memory_recall", "episode_context_recall", "memory_recall_turns", "evidence_items", "evidence_found",
+        "memory_per_turn")
 
 
 def episode_record(env: gym.Env, info: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,8 @@
     python -m algorithms.sft            # build the default warm-up in runs/cache (a CUDA GPU if there is one)
     python -m algorithms.sft --ship     # the same, then make it the shipped one (algorithms/warmup/)
     python -m algorithms.sft --steps 10 # a warm-up with other settings (--help lists them)
-    python -m algorithms.sft --base PATH --lora-rank 16 --real hotpotqa musique ...  # a pretrained chat
-                                        # model (HF folder or GGUF file; docs/learners.md#a-pretrained-model)
+    python -m algorithms.sft --base PATH --lora-rank 16 --real hotpotqa musique ...  # a pretrained chat model
+    # (HF folder or GGUF file; docs/learners.md#a-pretrained-model-smollm2-135m-instruct)
 
 The oracle's turns are the targets, each prompt rendered in a context strategy (``--context``: the
 memory-forcing view by default; ``full``, ``window:4``, ``summary``, ... as in

@@ -110,7 +110,8 @@ class MemoryRecall:
     def episode(self) -> dict[str, Any]:
         """The episode's aggregate: ``episode_memory_recall`` and ``episode_context_recall``, the mean of
         the per-turn recalls over the turns that had something found (``memory_recall_turns`` of them;
-        ``None`` where no turn had), ``evidence_items`` (the episode's hops with evidence) and
+        ``None`` where no turn had), ``evidence_items`` (the episode's hops with evidence),
+        ``evidence_found`` (of them, those its replies showed, the last one's included) and
         ``memory_per_turn`` (each turn's ``found``, ``kept`` and ``context_kept``)."""
         counted = [t for t in self.turns if t["found"]]
 
@@ -119,4 +120,5 @@ class MemoryRecall:
 
         return {"episode_memory_recall": mean("kept"), "episode_context_recall": mean("context_kept"),
                 "memory_recall_turns": len(counted), "evidence_items": len(self.evidence),
+                "evidence_found": len(self.found),
                 "memory_per_turn": [dict(t) for t in self.turns]}

@@ -116,3 +116,17 @@ def test_each_generated_block_sits_under_the_heading_its_generator_writes_to(mod
         assert heading in text[:start] and start < end, f"{document}: the block is not under {heading!r}"
         between = text[text.rindex(heading, 0, start) + len(heading):start]
         assert not re.search(r"^#{1,2} ", between, re.M), f"{document}: a section between {heading!r} and its block"
+
+
+def test_every_document_anchor_the_code_cites_exists():
+    """Docstrings, help texts and table notes point readers to ``docs/FILE.md#anchor``: each must resolve."""
+    cited = re.compile(r"((?:docs|benchmarks)/[\w/.-]+\.md)#([\w-]+)")
+    problems = []
+    for source in sorted(ROOT.glob("*/**/*.py")):
+        if any(part.startswith(".") or part in ("runs", "tests") for part in source.relative_to(ROOT).parts):
+            continue
+        for file, anchor in cited.findall(source.read_text(errors="replace")):
+            target = ROOT / file
+            if not target.exists() or anchor not in anchors(target):
+                problems.append(f"{source.relative_to(ROOT)}: {file}#{anchor}")
+    assert not problems, "anchors cited by the code that lead nowhere:\n" + "\n".join(sorted(set(problems)))

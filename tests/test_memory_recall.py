@@ -57,7 +57,8 @@ def test_hand_made_turns_keep_drop_paraphrase_and_change_case():
     assert [(i["memory_found"], i["memory_kept"]) for i in infos] == [(0, 0), (1, 1), (2, 1), (3, 2), (3, 3)]
     assert [i["memory_recall"] for i in infos] == [None, 1.0, 0.5, 2 / 3, 1.0]
     final = infos[-1]
-    assert final["score"] == 1 and final["evidence_items"] == 3 and final["memory_recall_turns"] == 4
+    assert final["score"] == 1 and final["evidence_items"] == final["evidence_found"] == 3
+    assert final["memory_recall_turns"] == 4
     assert final["episode_memory_recall"] == pytest.approx((1 + 0.5 + 2 / 3 + 1) / 4)
     assert final["memory_per_turn"] == [{"found": f, "kept": k, "context_kept": c} for f, k, c in
                                         [(0, 0, 0), (1, 1, 1), (2, 1, 2), (3, 2, 2), (3, 3, 3)]]
@@ -83,6 +84,7 @@ def test_found_needs_the_gold_document_with_its_evidence_shown():
     clipped = play(MemSearchQAEnv(TASK, retriever=TitleRetriever(), obs_budget=40, max_turns=8), TURNS)
     assert [i["memory_found"] for i in clipped] == [0, 0, 0, 0, 0]
     assert clipped[-1]["episode_memory_recall"] is None and clipped[-1]["memory_recall_turns"] == 0
+    assert clipped[-1]["evidence_found"] == 0
     extra = play(MemSearchQAEnv(TASK, retriever=TitleRetriever(extra=["d3"]), max_turns=8), TURNS[:2])
     assert [(i["memory_found"], i["memory_kept"]) for i in extra] == [(0, 0), (2, 1)]  # Bo Moss seen at turn 1
 
