@@ -278,6 +278,9 @@ MODULES: dict[str, Callable[[list[str], Path], str]] = {
     "benchmarks.experiments.pretrained_cost": parse_only(
         "benchmarks.experiments.pretrained_cost", "minutes of SmolLM2 training and generation steps on one core",
         lambda m, a: m.main(a)),
+    "benchmarks.experiments.pretrained_table": parse_only(
+        "benchmarks.experiments.pretrained_table", "hours of SmolLM2 episodes on one core; "
+        "tests/test_pretrained_table.py runs it on scripted policies", lambda m, a: m.main(a)),
     "integrations.openenv_server": parse_only("integrations.openenv_server", "a server that runs until stopped; "
                                            "tests/test_openenv_server.py serves through it", lambda m, a: m.main(a),
                                            extra="openenv"),

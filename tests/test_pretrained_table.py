@@ -1,0 +1,41 @@
+"""The baseline table of a real model (benchmarks/experiments/pretrained_table.py), on scripted policies:
+one resumable benchmarks.run folder a task, the full context only for the policies named, every column."""
+
+import json
+
+import pytest
+
+from benchmarks.experiments import pretrained_table
+
+
+def test_the_table_has_every_cell_and_a_second_run_plays_only_the_new_episodes(tmp_path):
+    rows = pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path, tasks=["generated"], full=["o"],
+                                  objectives=[1, 2], episodes=3, batch=4)
+    assert [(r["policy"], r["context"], r["objectives"]) for r in rows] == [
+        ("o", "memory", 1), ("o", "memory", 2), ("o", "full", 1), ("o", "full", 2),
+        ("w", "memory", 1), ("w", "memory", 2)]
+    oracle = rows[0]
+    assert oracle["episodes"] == 3 and oracle["f1"].mean == oracle["evidence_found"].mean == 1.0
+    assert all(r["format_ok"].mean == 1.0 for r in rows)  # both scripted policies keep the protocol
+    log = tmp_path / "generated" / "episodes.jsonl"
+    assert len(log.read_text().splitlines()) == 6 * 3
+    pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path, tasks=["generated"], full=["o"],
+                           objectives=[1, 2], episodes=4, batch=4)
+    assert len(log.read_text().splitlines()) == 6 * 4
+    table = (tmp_path / "table.md").read_text()
+    assert "| task | policy | context | objectives | episodes | F1 % | EM % | format ok % | evidence found % |" in table
+    assert "| generated | o | memory | 1 | 4 | 100.0 [" in table
+    assert json.loads((tmp_path / "table.json").read_text())[0]["f1"]["mean"] == 1.0
+
+
+def test_an_old_log_without_evidence_found_leaves_the_cell_empty():
+    assert pretrained_table.evidence_share({"evidence_items": 2}) is None
+    assert pretrained_table.evidence_share({"evidence_items": 0, "evidence_found": 0}) is None
+    assert pretrained_table.evidence_share({"evidence_items": 4, "evidence_found": 1}) == 0.25
+
+
+@pytest.mark.parametrize("args, message", [(["--tasks", "nq"], "unknown task"), (["--full", "x"], "unknown task")])
+def test_an_unknown_task_or_full_label_is_one_line(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as e:
+        pretrained_table.main(["--agents", "o=oracle", "--out", str(tmp_path), *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "generated").exists()
