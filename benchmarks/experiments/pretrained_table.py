@@ -50,11 +50,12 @@ def cells(records: list[dict[str, Any]], task: str, policies: Sequence[str]) -> 
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["agent"], r["context"], r["objectives"]), []).append(r)
-    rows = []
     order = {p: i for i, p in enumerate(policies)}
+
     def rank(key: tuple) -> tuple:  # policies as given, the memory view first, then objectives
         return order[key[0]], key[1] != "memory", key[2]
 
+    rows = []
     for (agent, context, k), eps in sorted(groups.items(), key=lambda g: rank(g[0])):
         row: dict[str, Any] = {"task": task, "policy": agent, "context": context, "objectives": k, "episodes": len(eps)}
         for metric, _ in COLUMNS:
