@@ -9,22 +9,25 @@ from benchmarks.experiments import pretrained_table
 
 
 def test_the_table_has_every_cell_and_a_second_run_plays_only_the_new_episodes(tmp_path):
-    rows = pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path, tasks=["generated"], full=["o"],
-                                  objectives=[1, 2], episodes=3, batch=4)
-    assert [(r["policy"], r["context"], r["objectives"]) for r in rows] == [
-        ("o", "memory", 1), ("o", "memory", 2), ("o", "full", 1), ("o", "full", 2),
-        ("w", "memory", 1), ("w", "memory", 2)]
+    def build(episodes: int) -> list[dict]:
+        return pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path, tasks=["generated"], full=["o"],
+                                      eval_prompt=["w"], objectives=[1, 2], episodes=episodes, batch=4)
+
+    rows = build(3)
+    assert [(r["policy"], r["prompt"], r["context"], r["objectives"]) for r in rows] == [
+        ("o", "train", "memory", 1), ("o", "train", "memory", 2), ("o", "train", "full", 1),
+        ("o", "train", "full", 2), ("w", "eval", "memory", 1), ("w", "eval", "memory", 2)]
     oracle = rows[0]
     assert oracle["episodes"] == 3 and oracle["f1"].mean == oracle["evidence_found"].mean == 1.0
     assert all(r["format_ok"].mean == 1.0 for r in rows)  # both scripted policies keep the protocol
-    log = tmp_path / "generated" / "episodes.jsonl"
-    assert len(log.read_text().splitlines()) == 6 * 3
-    pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path, tasks=["generated"], full=["o"],
-                           objectives=[1, 2], episodes=4, batch=4)
-    assert len(log.read_text().splitlines()) == 6 * 4
+    folders = [tmp_path / "generated" / prompt for prompt in ("train", "eval")]
+    assert [json.loads((f / "config.json").read_text())["settings"]["prompt"] for f in folders] == ["train", "eval"]
+    assert [len((f / "episodes.jsonl").read_text().splitlines()) for f in folders] == [4 * 3, 2 * 3]
+    build(4)
+    assert [len((f / "episodes.jsonl").read_text().splitlines()) for f in folders] == [4 * 4, 2 * 4]
     table = (tmp_path / "table.md").read_text()
-    assert "| task | policy | context | objectives | episodes | F1 % | EM % | format ok % | evidence found % |" in table
-    assert "| generated | o | memory | 1 | 4 | 100.0 [" in table
+    assert "| task | policy | prompt | context | objectives | episodes | F1 % | EM % | format ok % |" in table
+    assert "| generated | o | train | memory | 1 | 4 | 100.0 [" in table
     assert json.loads((tmp_path / "table.json").read_text())[0]["f1"]["mean"] == 1.0
 
 

