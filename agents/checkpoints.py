@@ -23,6 +23,18 @@ SHAPE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_h
               "intermediate_size", "vocab_size")
 
 
+# Files that mark a checkpoint this project trained: a warm-up (``algorithms.sft``), the shipped one, a
+# learner's checkpoint. Each was trained on episodes rendered with the environment's ``train`` prompt.
+TRAINED_HERE = ("sft_config.json", "warmup.json", "step.json")
+
+
+def trained_here(path: str) -> bool:
+    """Whether ``path`` is a checkpoint this project trained, hence with the ``train`` system prompt: shown
+    another one (``benchmarks.run --prompt eval``) it sees a prompt it never saw, which costs a small
+    model everything (SmolLM2's warm-up: EM 0 with ``eval``, docs/experiments/pretrained-model.md)."""
+    return any((Path(path) / mark).is_file() for mark in TRAINED_HERE)
+
+
 def resolve(path: str, gguf_file: str | None = None) -> tuple[str, dict[str, Any]]:
     """(folder, ``from_pretrained`` keywords): transformers loads a GGUF file by name from its folder."""
     if gguf_file is None and path.endswith(".gguf"):

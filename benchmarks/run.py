@@ -32,6 +32,7 @@ import argparse
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,8 @@ from tqdm import tqdm
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
 from agents import Agent, make_agent
-from agents.checkpoints import CheckpointError
+from agents.backends.common import parse_spec
+from agents.checkpoints import CheckpointError, trained_here
 from agents.episode_log import RunFolderError, hold_folder, load_done, write_atomic
 from agents.runner import play
 from agents.summariser import make_strategy
@@ -151,6 +153,15 @@ def build_agents(agents: Mapping[str, str | Agent]) -> dict[str, Agent]:
             reason = str(e).partition("\n")[0]
             raise BenchmarkError(f"cannot load agent {agent!r}: {reason}") from None
     return built
+
+
+def warn_prompt(specs: Mapping[str, str], prompt: str) -> None:
+    """Say so when a checkpoint this project trained (with the ``train`` prompt) is to play with another."""
+    trained = [label for label, spec in specs.items()
+               if (parsed := parse_spec(spec))[0] in ("hf", "vllm") and parsed[1] and trained_here(parsed[1][0])]
+    if trained and get_prompt(prompt).name != get_prompt("train").name:
+        print(f"warning: {', '.join(trained)} trained with the 'train' prompt; --prompt {prompt} shows a system prompt "
+              "it never saw (pass --prompt train to evaluate it as trained)", file=sys.stderr)
 
 
 def make_search(retriever: str | None, task: QATask, record: str | Path | None,
@@ -276,6 +287,7 @@ def evaluate(
                 **({"search": search_mode} if search_mode != "retriever" else {})}
     labelled = label_agents(agents)
     specs = {label: spec_of(agent) for label, agent in labelled.items()}
+    warn_prompt(specs, prompt)
     search = make_search(retriever, task, record_retrieval, replay_retrieval)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -288,3 +288,23 @@ def test_real_data_end_to_end(tmp_path):
     assert all(r["em"][0] == 1.0 for r in rows if r["agent"] == "oracle")
     settings = json.loads((tmp_path / "config.json").read_text())["settings"]
     assert (settings["dataset_name"], settings["split"]) == ("musique", "dev")
+
+
+def test_a_checkpoint_trained_here_played_with_another_prompt_is_warned_about(tmp_path, capsys):
+    """Every warm-up and learner checkpoint was trained with the train prompt; evaluated with eval (the
+    benchmark's default, for zero-shot models) it sees a system prompt it never saw: the run says so."""
+    from benchmarks.run import warn_prompt
+
+    trained, foreign = tmp_path / "warm", tmp_path / "hub-model"
+    for folder, mark in ((trained, "sft_config.json"), (foreign, "config.json")):
+        folder.mkdir()
+        (folder / mark).write_text("{}")
+    warn_prompt({"warm": f"hf:{trained}#max_new_tokens=8", "other": f"vllm:{foreign}", "o": "oracle"}, "eval")
+    err = capsys.readouterr().err
+    assert "warning: warm trained with the 'train' prompt; --prompt eval" in err and "other" not in err
+    for prompt in ("train", "train-v1"):
+        warn_prompt({"warm": f"hf:{trained}"}, prompt)
+        assert not capsys.readouterr().err
+    main(["--agents", "hf:algorithms/warmup", "--objectives", "1", "--context", "memory", "--episodes", "1",
+          "--prompt", "eval", "--no-plots", "--out", str(tmp_path / "run")])
+    assert "warning: hf:algorithms/warmup trained with the 'train' prompt" in capsys.readouterr().err
