@@ -41,3 +41,11 @@ def test_the_vllm_engine_is_timed_with_its_weight_sync(tmp_path):
     assert (hf["engine"], vllm["engine"]) == ("hf", "vllm") and "sync_s" not in hf and vllm["sync_s"] > 0
     assert hf["tokens"] > 0 and vllm["tokens"] > 0
     assert "| generate 4 new (vllm), weight sync" in (tmp_path / "table.md").read_text()
+
+
+@pytest.mark.parametrize("args", [["--measure", "trian"], ["--engines", "sglang"]])
+def test_an_unknown_measure_or_engine_is_one_line(args, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        pretrained_cost.main([*args, "--out", str(tmp_path)])
+    assert e.value.code == 2 and "unknown --measure or --engines" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -193,18 +193,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--measure", default="train,generate", help="what to time: train, generate or both")
     p.add_argument("--out", default="runs/pretrained-cost")
     args = p.parse_args(argv)
+    measure, engines = args.measure.split(","), args.engines.split(",")
+    unknown = sorted(set(measure) - {"train", "generate"}) + sorted(set(engines) - {"hf", "vllm"})
+    if unknown:
+        p.error(f"unknown --measure or --engines value(s) {unknown}: --measure takes train and generate, "
+                "--engines hf and vllm")
     from algorithms.compute import cpu_name
 
     model = args.model or smollm2()
     shape = [tuple(map(int, s.split("x"))) for s in (args.batch, args.generate)]
     common = dict(model=model, threads=args.threads, repeats=args.repeats)
-    precisions = [p == "bf16" for p in args.precisions.split(",")]
-    measure = args.measure.split(",")
+    precisions = [name == "bf16" for name in args.precisions.split(",")]
     settings = [dict(common, kind="train", bf16=bf16, lora=lora, batch=shape[0])
                 for bf16 in precisions for lora in (0, args.lora) if "train" in measure]
     settings += [dict(common, kind="generate", engine=engine, eager=args.eager, bf16=bf16, lora=0, batch=shape[1],
                       new_tokens=args.new_tokens)
-                 for engine in args.engines.split(",") for bf16 in precisions if "generate" in measure]
+                 for engine in engines for bf16 in precisions if "generate" in measure]
     results = run(settings)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
