@@ -46,21 +46,17 @@ def evidence_share(record: dict[str, Any]) -> float | None:
     return found / items if items and found is not None else None
 
 
-def cells(records: list[dict[str, Any]], task: str, prompt: str, policies: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per policy (in the order of ``policies``) x view x objectives of a task: each column's mean
-    and 95% interval over the episodes where it is defined (recall and evidence: where the episode had some)."""
+def cells(records: list[dict[str, Any]], task: str, prompt: str) -> list[dict[str, Any]]:
+    """One row per policy x view x objectives of a task, the memory view first, then by objectives: each
+    column's mean and 95% interval over the episodes where it is defined (recall and evidence: where the
+    episode had some)."""
     from agents.statistics import interval
 
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["agent"], r["context"], r["objectives"]), []).append(r)
-    order = {p: i for i, p in enumerate(policies)}
-
-    def rank(key: tuple) -> tuple:  # policies as given, the memory view first, then objectives
-        return order[key[0]], key[1] != "memory", key[2]
-
     rows = []
-    for (agent, context, k), eps in sorted(groups.items(), key=lambda g: rank(g[0])):
+    for (agent, context, k), eps in sorted(groups.items(), key=lambda g: (g[0][1] != "memory", g[0][2])):
         row: dict[str, Any] = {"task": task, "policy": agent, "prompt": prompt, "context": context, "objectives": k,
                                "episodes": len(eps)}
         for metric, _ in COLUMNS:
@@ -119,9 +115,10 @@ def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tupl
             wanted = {(a, "memory") for a in policies} | {(a, "full") for a in fulls}
             records = [r for r in load_run(folder)[1] if (r["agent"], r["context"]) in wanted
                        and r["objectives"] in objectives and r["episode"] < episodes]
-            rows += cells(records, task, prompt, list(labelled))
+            rows += cells(records, task, prompt)
     order = {a: i for i, a in enumerate(labelled)}
-    rows.sort(key=lambda r: (tasks.index(r["task"]), order[r["policy"]]))  # stable: views and objectives kept
+    rows.sort(key=lambda r: (tasks.index(r["task"]), order[r["policy"]]))  # stable: each policy's cells keep
+    # the order cells() gave them
     from agents.statistics import jsonable
 
     out.mkdir(parents=True, exist_ok=True)
