@@ -21,6 +21,7 @@ from benchmarks.experiments.memory_signal import (
     duplicates,
     measure,
     near_ties,
+    on_mem_table,
     scored_rows,
     summarize,
     variant_table,
@@ -134,6 +135,41 @@ def test_every_variant_is_measured_with_ordered_intervals_and_shares_in_0_1():
     assert "| run | infomem | 44.4 (44.4) |" in lines[4] and "| undefined |" in lines[4]
 
 
+def test_what_each_arm_puts_on_the_mem_tokens_is_measured_against_grpos_outcome_advantage():
+    """A_out tracks recall within every cell; mempo's A_mem tracks progress, progress's A_mem recall: on the
+    ``<mem>`` tokens mempo's total dilutes the content signal A_out already carries, progress's keeps it;
+    infomem adds 0 where it pays nothing."""
+    rows = [{**r, "a_out": r["recall"] + 0.01 * r["rollout"], "a_mem_mempo": 3.0 * r["found"]} for r in variant_rows()]
+    stats = summarize(rows, n=200)
+    c = stats["correlations"]
+    grpo = c["a_out~content share"]["value"]
+    assert grpo > 0.9 and c["a_out~recall@same progress"]["value"] > 0.9
+    assert c["a_on_mem_mempo~content share"]["value"] < 0.1
+    assert c["a_on_mem_progress~content share"]["value"] > 0.9
+    lost = c["a_on_mem_mempo~content share - a_out"]  # paired, on the same resamples
+    assert lost["value"] == pytest.approx(c["a_on_mem_mempo~content share"]["value"] - grpo)
+    assert lost["low"] <= lost["high"] < 0 and "a_out~content share - a_out" not in c
+    # infomem pays the successful episodes only: on the others its <mem> tokens get A_out alone
+    unpaid = Columns([r for r in rows if not r["em"]], ["a_out", "found"])
+    paid_only = summarize([r for r in rows if not r["em"]], n=20)["correlations"]
+    assert paid_only["a_on_mem_infomem~found@pooled"]["value"] == pytest.approx(unpaid.correlation("a_out", "found"))
+    lines = on_mem_table({"run": stats}).splitlines()
+    assert [line.split(" | ")[1] for line in lines[2:]] == ["grpo: A_out", *(f"{v}: A_out + A_mem" for v in
+                                                                              stats["variants"])]
+    assert on_mem_table({"run": summarize(variant_rows(), n=20)}) == ""  # a record without A_out: no table
+
+
+def test_the_search_mode_reaches_the_rollouts_environments(monkeypatch):
+    import mempo_env.env
+
+    made = []
+    monkeypatch.setattr(mempo_env.env, "MemSearchQAEnv", lambda *a, **kw: made.append(kw["search"]))
+    cfg = config(Options(objectives=(2,), search="oracle"), 2)
+    assert cfg.search == "oracle"
+    assert collect(cfg, 0, type("Backend", (), {"tokenizer": None})()) == []
+    assert made and set(made) == {"oracle"}
+
+
 @pytest.fixture(scope="module")
 def tiny():
     """Two question groups x 2 rollouts at 2 objectives from the shipped warm-up, played and scored."""
@@ -163,6 +199,14 @@ def test_the_rows_are_the_rollouts_scored_turns_one_to_one(tiny):
         assert r["em"] == rollout.info["em"] and r["group"] == f"2/0/{rollout.group}"
         assert 0 <= r["kept"] <= r["found"] and r["recall"] == (r["kept"] / r["found"] if r["found"] else None)
         assert r["r_mem"] == pytest.approx(r["p_mem"] - r["p_full"]) and r["p_check"] < 1e-5
+    # the outcome advantage: the learner's, each rollout's reward normalised within its question group
+    import torch
+
+    from algorithms.advantages import grpo_advantages
+
+    a_out = grpo_advantages(torch.tensor([r.reward("score") for r in rollouts]),
+                            torch.tensor([r.group for r in rollouts])).tolist()
+    assert [r["a_out"] for r in rows] == pytest.approx([a_out[r["rollout"]] for r in rows])
 
 
 def test_each_variant_is_the_learners_memory_advantage_on_the_turns_it_pays(tiny):
@@ -191,7 +235,8 @@ def test_measure_writes_the_record_the_table_and_the_plot(tmp_path):
     assert saved["summaries"].keys() == record["summaries"].keys() == {"1 objectives, T=1"}
     assert (tmp_path / "memory_signal.png").stat().st_size > 0
     tables = (tmp_path / "table.md").read_text()
-    # the table, the diagnostics, a line per variant, a line per signal and variant's advantage
-    assert tables.count("| 1 objectives, T=1 |") == 2 + 4 + 5 + 4
+    # the table, the diagnostics, a line per variant, a line per arm on the <mem> tokens (GRPO's and each
+    # variant's), a line per signal and variant's advantage
+    assert tables.count("| 1 objectives, T=1 |") == 2 + 4 + 5 + 5 + 4
     again = combine([tmp_path], tmp_path / "combined", 20)  # summarised anew from the saved rows alone
     assert again["summaries"] == saved["summaries"] and (tmp_path / "combined" / "memory_signal.png").exists()

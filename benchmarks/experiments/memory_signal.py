@@ -33,6 +33,13 @@ turn is left out (``None``) of that variant's statistics, so infomem's correlati
   the R^2 of those cell means alone (what the question and the evidence found explain); what neither
   explains is noise to the memory's content;
 - each variant's content share less ``mempo``'s, paired on the same resamples (the ``variant_table``).
+- what each arm puts on a scored turn's ``<mem>`` tokens, measured the same way: GRPO's outcome advantage
+  A_out (the rollout's reward normalised in its question group, on every generated token) and each variant's
+  A_out + A_mem, with each content share less GRPO's, paired (the ``on_mem_table``): what a memory advantage
+  adds to the content signal the outcome advantage already gives those tokens.
+
+``--search oracle`` plays the rollouts in the oracle-evidence mode (``algorithms.mempo``'s ``--search``), where
+the F1 an episode loses is its memory's alone.
 
 Written to ``--out``: ``memory_signal.json`` (every row and statistic),
 ``memory_signal.png`` and ``table.md``. ``--combine DIR,DIR`` summarises earlier measurements together
@@ -65,6 +72,8 @@ TIE = 1e-3  # two R_mem closer than this are a tie for the memory advantage (its
 SIGNALS = ("r_mem", "p_mem", "p_full", "r_mem_no_prefix", "r_mem_content")
 TARGETS = ("recall", "em", "found")  # the turn's memory recall, its episode's EM, the evidence found before it
 VARIANT = "a_mem_{}"  # the row key of a --memory-reward variant's memory advantage ("a_mem_mempo", ...)
+OUTCOME = "a_out"  # the row key of the turn's rollout's outcome advantage (GRPO's, on every generated token)
+ON_MEM = "a_on_mem_{}"  # what a variant's <mem> tokens receive in all: A_out + its A_mem (0 where it pays none)
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,7 @@ class Options:
     seed: int = 0
     bootstrap: int = 2000
     threads: int = 1
+    search: str = "retriever"
 
 
 def config(options: Options, objectives: int) -> Any:
@@ -87,7 +97,8 @@ def config(options: Options, objectives: int) -> Any:
     from algorithms.mempo import Config
 
     return Config(objectives=objectives, questions_per_step=options.questions_per_step, group_size=options.group_size,
-                  temperature=options.temperature, policy=options.policy, seed=options.seed, eval_episodes=0)
+                  temperature=options.temperature, policy=options.policy, seed=options.seed, eval_episodes=0,
+                  search=options.search)
 
 
 def collect(cfg: Any, steps: int, backend: Any) -> list[tuple[int, list[Any]]]:
@@ -102,7 +113,7 @@ def collect(cfg: Any, steps: int, backend: Any) -> list[tuple[int, list[Any]]]:
     task, _ = datasets(cfg)
     strategy = make_strategy(cfg.context)
     retriever = make_retriever(None, task.corpus)
-    envs = [MemSearchQAEnv(task, retriever=retriever, objectives=cfg.objectives, context=strategy,
+    envs = [MemSearchQAEnv(task, retriever=retriever, search=cfg.search, objectives=cfg.objectives, context=strategy,
                            max_turns=cfg.max_turns, tokenizer=backend.tokenizer)
             for _ in range(cfg.questions_per_step * cfg.group_size)]
     played = []
@@ -149,10 +160,11 @@ def recall_of(rollout: Any, turn: int) -> tuple[int, int]:
 def scored_rows(played: list[tuple[int, list[Any]]], model: Any, backend: Any, cfg: Any) -> list[dict[str, Any]]:
     """One row per scored turn (``scored_turns``, as the learner picks them) of every step: its P_mem, P_full and
     R_mem, the same without the answer prefix and over the answer's content tokens only, each variant's memory
-    advantage (``variant_advantages``), its recall and its episode's EM."""
+    advantage (``variant_advantages``), its rollout's outcome advantage (the learner's ``grpo_advantages``), its
+    recall and its episode's EM."""
     import torch
 
-    from algorithms.advantages import memory_rewards
+    from algorithms.advantages import grpo_advantages, memory_rewards
     from algorithms.memory_reward import answer_probabilities, mean_probability, scored_turns
     from algorithms.rollout import encode
 
@@ -168,6 +180,8 @@ def scored_rows(played: list[tuple[int, list[Any]]], model: Any, backend: Any, c
         r_mem = memory_rewards(torch.tensor(p_mem), torch.tensor(p_full))
         advantages = variant_advantages(backend, rollouts, pairs, cfg, model)
         per_token = token_logprobs(model, tokenizer, rollouts, pairs, cfg)
+        a_out = grpo_advantages(torch.tensor([r.reward(cfg.reward) for r in rollouts]),
+                                torch.tensor([r.group for r in rollouts])).tolist()
         for n, (i, t) in enumerate(pairs):
             rollout = rollouts[i]
             gold = encode(tokenizer, cfg.answer_prefix + rollout.gold)
@@ -180,7 +194,7 @@ def scored_rows(played: list[tuple[int, list[Any]]], model: Any, backend: Any, c
                 "rollout": i, "turn": t, "turns": len(rollout.turns),
                 "answering": rollout.info.get("n_turns") == t + 1 and rollout.info.get("answer") is not None,
                 "p_mem": p_mem[n], "p_full": p_full[n], "r_mem": r_mem[n].item(),
-                **{key: values[n] for key, values in advantages.items()},
+                **{key: values[n] for key, values in advantages.items()}, OUTCOME: a_out[i],
                 "r_mem_no_prefix": bare_mem[n] - bare_full[n], "r_mem_content": p_content[0] - p_content[1],
                 # the scoring pass recomputed token by token: how far its P is from answer_probabilities'
                 "p_check": max(abs(mean_probability(mem_lp) - p_mem[n]), abs(mean_probability(full_lp) - p_full[n])),
@@ -406,7 +420,23 @@ def summarize(rows: list[dict[str, Any]], n: int, seed: int = 0) -> dict[str, An
     pairs = [(x, "recall", s) for x in signals for s in STRATA] + [(x, y, "pooled") for x in signals
                                                                     for y in ("em", "found")]
     stats["correlations"] = bootstrap(Columns(rows, [*signals, *TARGETS]), pairs, n, seed, shared=advantages)
+    if rows and OUTCOME in rows[0]:  # (records from before it have no outcome advantage)
+        stats["correlations"].update(on_mem(rows, n, seed))
     return stats
+
+
+def on_mem(rows: list[dict[str, Any]], n: int, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """What the ``<mem>`` tokens of a scored turn receive in each arm, measured as the variants are: GRPO's
+    outcome advantage alone (``OUTCOME``), and each variant's A_out + A_mem (``ON_MEM``; A_mem 0 where the
+    variant does not pay the turn, as in the learner). Each content share less GRPO's, paired on the same
+    resamples (``bootstrap`` draws the same question groups for the same seed), is what a memory advantage adds
+    to the memory-content signal the outcome advantage already puts on those tokens."""
+    names = variants(rows)
+    totals = [OUTCOME, *(ON_MEM.format(v) for v in names)]
+    rows = [{**r, **{ON_MEM.format(v): r[OUTCOME] + (r[VARIANT.format(v)] or 0.0) for v in names}} for r in rows]
+    pairs = [(x, "recall", "same progress") for x in totals] + [(x, y, "pooled") for x in totals
+                                                                  for y in ("em", "found")]
+    return bootstrap(Columns(rows, [*totals, *TARGETS]), pairs, n, seed, shared=totals)
 
 
 def variants(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -475,6 +505,25 @@ def variant_table(summaries: dict[str, dict[str, Any]]) -> str:
             lines.append(f"| {name} | {v} | {percent(paid['paid'])} ({percent(paid['nonzero'])}) | "
                          + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def on_mem_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """What each arm puts on a scored turn's ``<mem>`` tokens (``on_mem``), one row per run and arm: GRPO's
+    A_out, then each variant's A_out + A_mem, with the variant table's columns and the content share less
+    GRPO's. Empty for a record from before the outcome advantage was kept."""
+    head = ("| run | on the `<mem>` tokens | r(A, recall) at equal progress | r(A, found) | r(A, EM) | "
+            "content share % | progress share % | content share − GRPO's, points |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, s in summaries.items():
+        c = s["correlations"]
+        if f"{OUTCOME}~content share" not in c:
+            continue
+        for label, x in [("grpo: A_out", OUTCOME), *((f"{v}: A_out + A_mem", ON_MEM.format(v)) for v in s["variants"])]:
+            cells = [cell(c[f"{x}~recall@same progress"]), cell(c[f"{x}~found@pooled"]), cell(c[f"{x}~em@pooled"]),
+                     percent_cell(c[f"{x}~content share"]), percent_cell(c[f"{x}~progress share"]),
+                     percent_cell(c[f"{x}~content share - {OUTCOME}"], "+") if x != OUTCOME else "–"]
+            lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def diagnostics(summaries: dict[str, dict[str, Any]]) -> str:
@@ -574,14 +623,14 @@ def measure(options: Options, out: Path) -> dict[str, Any]:
 
 
 def write(record: dict[str, Any], out: Path) -> None:
-    """``memory_signal.json`` (the record), ``table.md`` (the table, the variants', the diagnostics, every
-    correlation) and
-    ``memory_signal.png`` in ``out``."""
+    """``memory_signal.json`` (the record), ``table.md`` (the table, the variants', what each arm puts on the
+    ``<mem>`` tokens, the diagnostics, every correlation) and ``memory_signal.png`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "memory_signal.json").write_text(json.dumps(record, indent=1))
     summaries = record["summaries"]
-    (out / "table.md").write_text("\n\n".join((table(summaries), variant_table(summaries), diagnostics(summaries),
-                                                details(summaries))) + "\n")
+    tables = (table(summaries), variant_table(summaries), on_mem_table(summaries), diagnostics(summaries),
+              details(summaries))
+    (out / "table.md").write_text("\n\n".join(t for t in tables if t) + "\n")
     plot(record["rows"], out / "memory_signal.png")
 
 
@@ -612,19 +661,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the run's seed (questions, sampling, bootstrap)")
     parser.add_argument("--bootstrap", type=int, default=2000, help="resamples of question groups per interval")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--search", default="retriever", choices=("retriever", "oracle"),
+                        help="what a search returns (oracle: the next hop's gold evidence, as the learner's --search)")
     parser.add_argument("--combine", default="", help="measurement folders, comma-separated: summarise their rows "
                         "together into --out instead of measuring")
     args = parser.parse_args(argv)
     if args.combine:
         record = combine([Path(d) for d in args.combine.split(",")], Path(args.out), args.bootstrap, args.seed)
-        print(table(record["summaries"]), variant_table(record["summaries"]), sep="\n\n")
-        print(f"written to {args.out}")
-        return
-    options = Options(tuple(int(k) for k in args.objectives.split(",")), args.steps, args.questions_per_step,
-                      args.group_size, args.temperature, args.policy, args.seed, args.bootstrap, args.threads)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    record = measure(options, Path(args.out))
-    print(table(record["summaries"]), variant_table(record["summaries"]), sep="\n\n")
+    else:
+        options = Options(tuple(int(k) for k in args.objectives.split(",")), args.steps, args.questions_per_step,
+                          args.group_size, args.temperature, args.policy, args.seed, args.bootstrap, args.threads,
+                          args.search)
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        record = measure(options, Path(args.out))
+    summaries = record["summaries"]
+    print(table(summaries), variant_table(summaries), on_mem_table(summaries), sep="\n\n")
     print(f"written to {args.out} ({record['cpu_seconds']:.0f} s of CPU)")
 
 
