@@ -105,11 +105,19 @@ def write_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     return rows, table
 
 
+def heading_end(text: str, heading: str) -> int | None:
+    """Where the line that is ``heading`` and nothing else ends in ``text`` (``None``: no such line). A whole
+    line, not the first match: a documented command can carry the heading's words in an option
+    (``--record-heading '## H'``), and the block must not go inside that command."""
+    found = re.search(rf"^{re.escape(heading)}[ \t]*$", text, re.M)
+    return found.end() if found else None
+
+
 def require_heading(results_md: str | Path, heading: str) -> str:
-    """The text of a results file that has ``heading``; an error naming the file otherwise."""
+    """The text of a results file that has ``heading`` as a line of its own; an error naming the file otherwise."""
     path = Path(results_md)
     text = path.read_text()
-    if heading not in text:
+    if heading_end(text, heading) is None:
         raise BenchmarkError(f"{path} has no {heading!r} heading to write under")
     return text
 
@@ -122,7 +130,7 @@ def write_section(results_md: str | Path, heading: str, mark: str, block: list[s
     path = Path(results_md)
     text = require_heading(path, heading)
     new, end = "\n".join(block), block[-1]
-    at = text.index(heading) + len(heading)
+    at = heading_end(text, heading)
     level = len(heading) - len(heading.lstrip("#"))
     following = re.compile(rf"^#{{1,{level}}} ", re.M).search(text, at)  # where the heading's section ends
     i = text.find(mark, at, following.start() if following else len(text))  # this heading's block, not another's

@@ -99,6 +99,23 @@ def test_a_results_section_needs_its_heading_and_changes_nothing_without_it(tmp_
     assert md.read_text() == "# Results\n\n## Another section\n"
 
 
+def test_a_section_goes_under_its_heading_line_not_under_a_command_that_names_it(tmp_path):
+    """A record that documents its own command carries the heading's words in ``--record-heading '## H'``: the
+    block goes under the heading's own line, and a file with the words only inside a command has no heading."""
+    from benchmarks.report import BenchmarkError, write_section
+
+    command = "```bash\npython -m cmp --record-heading '## The tables'\n```\n"
+    md = tmp_path / "record.md"
+    md.write_text(f"# Cmp\n\n{command}\n## The tables\n\nWritten here.\n")
+    write_section(md, "## The tables", "<!-- cmp:", ["<!-- cmp: begin -->", "table", "<!-- cmp: end -->"])
+    assert md.read_text() == (f"# Cmp\n\n{command}\n## The tables\n\n<!-- cmp: begin -->\ntable\n<!-- cmp: end -->"
+                              "\n\nWritten here.\n")
+    md.write_text(f"# Cmp\n\n{command}")
+    with pytest.raises(BenchmarkError, match="has no '## The tables' heading"):
+        write_section(md, "## The tables", "<!-- cmp:", ["<!-- cmp: begin -->", "<!-- cmp: end -->"])
+    assert md.read_text() == f"# Cmp\n\n{command}"
+
+
 def comparison(tmp_path, headline=("A ", "C ")):
     from benchmarks.report import Comparison
 
