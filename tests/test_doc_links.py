@@ -103,18 +103,22 @@ def test_a_broken_link_and_a_missing_anchor_are_named(tmp_path, monkeypatch):
                                     "benchmarks.experiments.context_strategies"])
 def test_each_generated_block_sits_under_the_heading_its_generator_writes_to(module):
     """A rerun with ``--results-md benchmarks/RESULTS.md`` replaces the blocks in place: RESULTS.md and
-    the experiment's record each hold the generator's heading, then its one block, with no other
-    section heading between them."""
+    the experiment's record each hold the generator's heading as a line of its own, then its block, with no
+    other section heading between them; every block is whole (a record may hold more, one under each
+    ``--record-heading`` a comparison was written to)."""
     import importlib
+
+    from benchmarks.report import heading_end
 
     generator = importlib.import_module(module)
     places = (("benchmarks/RESULTS.md", generator.HEADING), (generator.RECORD, generator.RECORD_HEADING))
     for document, heading in places:
         text = (ROOT / document).read_text()
-        assert text.count(generator.MARK) == 1 and text.count(generator.END) == 1, document
-        start, end = text.index(generator.MARK), text.index(generator.END)
-        assert heading in text[:start] and start < end, f"{document}: the block is not under {heading!r}"
-        between = text[text.rindex(heading, 0, start) + len(heading):start]
+        blocks = re.findall(rf"{re.escape(generator.MARK)}.*?{re.escape(generator.END)}", text, re.S)
+        assert blocks and len(blocks) == text.count(generator.MARK) == text.count(generator.END), document
+        at = heading_end(text, heading)
+        assert at is not None and generator.MARK in text[at:], f"{document}: no block under {heading!r}"
+        between = text[at:text.index(generator.MARK, at)]
         assert not re.search(r"^#{1,2} ", between, re.M), f"{document}: a section between {heading!r} and its block"
 
 
