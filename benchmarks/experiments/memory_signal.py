@@ -65,6 +65,8 @@ from typing import Any
 
 import numpy as np
 
+from mempo_env.env import SEARCH_MODES
+
 # torch, transformers and matplotlib come inside the functions that use them: --help stays fast.
 
 NEAR_ONE = 0.9  # a probability "near 1": the answer is about as likely as it can be, little left to reward
@@ -661,7 +663,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the run's seed (questions, sampling, bootstrap)")
     parser.add_argument("--bootstrap", type=int, default=2000, help="resamples of question groups per interval")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--search", default="retriever", choices=("retriever", "oracle"),
+    parser.add_argument("--search", default="retriever", choices=SEARCH_MODES,
                         help="what a search returns (oracle: the next hop's gold evidence, as the learner's --search)")
     parser.add_argument("--combine", default="", help="measurement folders, comma-separated: summarise their rows "
                         "together into --out instead of measuring")
