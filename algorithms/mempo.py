@@ -56,7 +56,8 @@ class Config:
     algo: str = "mempo"
     """"mempo" (outcome + memory advantage) or "grpo" (outcome advantage only)"""
     run_dir: str = ""
-    """where metrics, checkpoints and the evaluation go (default runs/<algo>)"""
+    """where metrics, checkpoints and the evaluation go (default runs/<algo>, runs/<algo>-shuffled for
+    ``--control shuffled``: a run and its control never share a folder)"""
     policy: str = ""
     """HF causal LM to start from; empty: the embedded tiny policy after its warm-up (built if missing)"""
     resume: str = ""
@@ -226,7 +227,7 @@ class Config:
         check_loggers(self.log)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {self.device!r}")
-        self.run_dir = self.run_dir or f"runs/{self.algo}"
+        self.run_dir = self.run_dir or f"runs/{self.algo}" + (f"-{self.control}" if self.control != "none" else "")
 
 
 # ---- checkpoints: model, optimizer, RNG, step; the data position is a function of the step ----
@@ -279,10 +280,14 @@ def resume_point(run_dir: Path, cfg: Config) -> Path | None:
     """The checkpoint a run in ``run_dir`` continues from; ``None``: it starts at step 0, as a run killed
     before its first checkpoint does (its logged steps run again, as steps past a checkpoint do). Refused
     with a ``RunFolderError``, before anything is written: a checkpoint folder without its ``step.json``,
-    and logs past the run's first checkpoint with no checkpoint there: it was lost, and starting again
-    would rewrite their history."""
+    logs past the run's first checkpoint with no checkpoint there (it was lost, and starting again would
+    rewrite their history), and a run of other settings (``other_settings``)."""
 
     ckpt = load_checkpoint(run_dir)
+    if (ckpt is not None or (run_dir / "metrics.jsonl").is_file()) and (changed := other_settings(run_dir, cfg)):
+        raise RunFolderError(f"{run_dir} holds a run with other settings ({changed}): continuing it would train "
+                             f"that run, not this one; use another --run-dir, or --resume {run_dir} to continue "
+                             "it; nothing was changed")
     fix = "restore it, or start the run over in another --run-dir; nothing was changed"
     if ckpt is None and (incomplete := next((run_dir / n for n in ("checkpoint", "checkpoint.old")
                                              if (run_dir / n).exists()), None)):
@@ -307,6 +312,24 @@ def resume_point(run_dir: Path, cfg: Config) -> Path | None:
                                  f"(step {first}), but {run_dir / 'checkpoint'} is missing: no checkpoint to "
                                  f"continue from, and starting again would rewrite those steps; {fix}")
     return ckpt
+
+
+def other_settings(run_dir: Path, cfg: Config) -> str:
+    """The settings, beyond those ``--resume`` may change (``RESUMABLE``), in which the run saved in ``run_dir``
+    differs from ``cfg``, as ``"name: saved there, now now"``; empty where none differ or nothing readable was
+    saved. A run continues where it stopped only as the same run: a learner started with other settings on
+    its folder (its control, say) would otherwise take over its checkpoint and report that run's policy as
+    its own. A setting newer than the saved run had its default there."""
+    try:
+        saved = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(saved, dict):
+        return ""
+    saved = {**json.loads(json.dumps(dataclasses.asdict(Config()))), **saved}
+    now = json.loads(json.dumps(dataclasses.asdict(cfg)))  # tuples as the saved JSON has them: lists
+    return "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items()
+                     if saved.get(k) != v and k not in (*RESUMABLE, "resume", "run_dir"))
 
 
 def check_history(run_dir: Path, start: int) -> None:
@@ -685,7 +708,9 @@ def resumed(cfg: Config, algo: str, argv: list[str] | None, prog: str, descripti
 def main(algo: str = "mempo", argv: list[str] | None = None, description: str = __doc__) -> None:
     prog = f"python -m algorithms.{algo}"
     try:
-        cfg = tyro.cli(Config, default=Config(algo=algo), prog=prog, description=description, args=argv)
+        default = Config(algo=algo)
+        default.run_dir = ""  # filled from the options given (--control's folder), not from the defaults'
+        cfg = tyro.cli(Config, default=default, prog=prog, description=description, args=argv)
         if cfg.resume:
             cfg = resumed(cfg, algo, argv, prog, description)
         resolve_device(cfg.device)

@@ -470,6 +470,37 @@ def test_the_control_trains_on_the_same_questions_without_the_information(warmup
         Config(control="zero")
 
 
+def test_a_run_folder_of_other_settings_is_refused_and_a_control_gets_its_own(warmup, tmp_path):
+    """The README prints a run and its control back to back: by default each has its own folder, and a
+    learner started on a folder that holds a run of other settings (the control on its run's folder) is
+    refused with nothing changed, instead of taking over that run's checkpoint and reporting its policy."""
+    assert (Config().run_dir, Config(control="shuffled").run_dir) == ("runs/mempo", "runs/mempo-shuffled")
+    assert (Config(algo="grpo").run_dir, Config(algo="grpo", control="shuffled").run_dir) == (
+        "runs/grpo", "runs/grpo-shuffled")
+    import algorithms.mempo as mempo
+
+    started = []  # the command lines too: the folder follows the options given
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mempo, "train", lambda cfg, data, strategy: started.append(cfg.run_dir))
+        for algo, args in (("mempo", []), ("mempo", ["--control", "shuffled"]), ("grpo", ["--control", "shuffled"]),
+                           ("mempo", ["--control", "shuffled", "--run-dir", "runs/mine"])):
+            mempo.main(algo, args)
+    assert started == ["runs/mempo", "runs/mempo-shuffled", "runs/grpo-shuffled", "runs/mine"]
+    run = tmp_path / "run"
+    train(Config(policy=str(warmup), run_dir=str(run), steps=1, **TINY))
+    before = folder_state(run)
+    with pytest.raises(RunFolderError, match="other settings \\(control: 'none' there, 'shuffled' now\\)"):
+        train(Config(policy=str(warmup), run_dir=str(run), steps=1, control="shuffled", **TINY))
+    assert folder_state(run) == before
+    refused(run_cli(["--policy", str(warmup), "--run-dir", str(run), "--lr", "1e-3", *tiny_args()]),
+            "holds a run with other settings (lr: 5e-05 there, 0.001 now)", f"--resume {run}")
+    assert folder_state(run) == before
+
+
+def tiny_args() -> list[str]:
+    return [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, "steps": 1}.items()]
+
+
 def test_resume_takes_new_budgets_and_refuses_other_changes(tmp_path, monkeypatch, capsys):
     """--resume RUN keeps the run's settings; the step budget and evaluation settings may change, any
     other option given is refused in one line naming it."""

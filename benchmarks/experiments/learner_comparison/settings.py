@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from algorithms.mempo import MEMORY_REWARDS, RESUMABLE, Config
+from algorithms.mempo import MEMORY_REWARDS, Config, other_settings
 from benchmarks.report import BenchmarkError
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
@@ -63,15 +62,8 @@ def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config,
 def check_run(cfg: Config) -> None:
     """Refuse a run folder trained with other settings (e.g. changed Config defaults or warm-up); what a
     resume may change (``RESUMABLE``: more steps, the evaluation, threads) it takes."""
-    path = Path(cfg.run_dir) / "config.json"
-    if path.exists():
-        saved, now = json.loads(path.read_text()), json.loads(json.dumps(dataclasses.asdict(cfg)))
-        # a field newer than the folder had its default there
-        saved = {**json.loads(json.dumps(dataclasses.asdict(Config()))), **saved}
-        changed = "; ".join(f"{k}: {saved.get(k)!r} there, {v!r} now" for k, v in now.items()
-                            if saved.get(k) != v and k not in (*RESUMABLE, "run_dir"))  # a moved run is the same
-        if changed:
-            raise BenchmarkError(f"{cfg.run_dir} holds a run with other settings ({changed}); use another --out")
+    if changed := other_settings(Path(cfg.run_dir), cfg):
+        raise BenchmarkError(f"{cfg.run_dir} holds a run with other settings ({changed}); use another --out")
 
 
 def eval_task(split: str, cfg: Config) -> QATask:
