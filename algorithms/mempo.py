@@ -316,7 +316,7 @@ def resume_point(run_dir: Path, cfg: Config) -> Path | None:
 
 def other_settings(run_dir: Path, cfg: Config) -> str:
     """The settings, beyond those ``--resume`` may change (``RESUMABLE``), in which the run saved in ``run_dir``
-    differs from ``cfg``, as ``"name: saved there, now now"``; empty where none differ or nothing readable was
+    differs from ``cfg``, as ``"name: SAVED there, GIVEN now"``; empty where none differ or nothing readable was
     saved. A run continues where it stopped only as the same run: a learner started with other settings on
     its folder (its control, say) would otherwise take over its checkpoint and report that run's policy as
     its own. A setting newer than the saved run had its default there."""
