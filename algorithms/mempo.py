@@ -283,8 +283,8 @@ def resume_point(run_dir: Path, cfg: Config) -> Path | None:
     logs past the run's first checkpoint with no checkpoint there (it was lost, and starting again would
     rewrite their history), and a run of other settings (``other_settings``)."""
 
-    ckpt = load_checkpoint(run_dir)
-    if (ckpt is not None or (run_dir / "metrics.jsonl").is_file()) and (changed := other_settings(run_dir, cfg)):
+    ckpt, saved, metrics_path = load_checkpoint(run_dir), saved_settings(run_dir), run_dir / "metrics.jsonl"
+    if (ckpt is not None or metrics_path.is_file()) and (changed := other_settings(saved, cfg)):
         raise RunFolderError(f"{run_dir} holds a run with other settings ({changed}): continuing it would train "
                              f"that run, not this one; use another --run-dir, or --resume {run_dir} to continue "
                              "it; nothing was changed")
@@ -293,18 +293,12 @@ def resume_point(run_dir: Path, cfg: Config) -> Path | None:
                                              if (run_dir / n).exists()), None)):
         raise RunFolderError(f"{incomplete} lacks step.json: an incomplete or damaged checkpoint (a complete one "
                              f"has it, written last); {fix}")
-    metrics_path = run_dir / "metrics.jsonl"
     if ckpt is None and metrics_path.is_file():
         logged = max((m["step"] for m in read_episodes(metrics_path)
                       if isinstance(m, dict) and isinstance(m.get("step"), int)), default=0)
         # a step's line is written before its checkpoint: a line past the first checkpoint's step (in the
         # settings the logs were written with, or the ones given now, whichever checkpoints sooner) means
-        # that checkpoint was written
-        try:
-            saved = json.loads((run_dir / "config.json").read_text())
-        except (OSError, ValueError):  # none, or damaged: the settings given now decide alone
-            saved = {}
-        saved = saved if isinstance(saved, dict) else {}
+        # that checkpoint was written (none saved, or damaged: the settings given now decide alone)
         first = min(v for v in (saved.get("checkpoint_every"), saved.get("steps"), cfg.checkpoint_every, cfg.steps)
                     if isinstance(v, int))
         if logged > first:
@@ -314,17 +308,22 @@ def resume_point(run_dir: Path, cfg: Config) -> Path | None:
     return ckpt
 
 
-def other_settings(run_dir: Path, cfg: Config) -> str:
-    """The settings, beyond those ``--resume`` may change (``RESUMABLE``), in which the run saved in ``run_dir``
-    differs from ``cfg``, as ``"name: SAVED there, GIVEN now"``; empty where none differ or nothing readable was
-    saved. A run continues where it stopped only as the same run: a learner started with other settings on
-    its folder (its control, say) would otherwise take over its checkpoint and report that run's policy as
-    its own. A setting newer than the saved run had its default there."""
+def saved_settings(run_dir: Path) -> dict[str, Any]:
+    """The settings a run saved in ``run_dir/config.json``; ``{}`` where there are none or they are unreadable."""
     try:
         saved = json.loads((run_dir / "config.json").read_text())
     except (OSError, ValueError):
-        return ""
-    if not isinstance(saved, dict):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def other_settings(saved: dict[str, Any], cfg: Config) -> str:
+    """The settings, beyond those ``--resume`` may change (``RESUMABLE``), in which a run's ``saved`` ones
+    (``saved_settings``) differ from ``cfg``, as ``"name: SAVED there, GIVEN now"``; empty where none differ or
+    nothing was saved. A run continues where it stopped only as the same run: a learner started with other
+    settings on its folder (its control, say) would otherwise take over its checkpoint and report that run's
+    policy as its own. A setting newer than the saved run had its default there."""
+    if not saved:
         return ""
     saved = {**json.loads(json.dumps(dataclasses.asdict(Config()))), **saved}
     now = json.loads(json.dumps(dataclasses.asdict(cfg)))  # tuples as the saved JSON has them: lists

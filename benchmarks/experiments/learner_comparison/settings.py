@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from algorithms.mempo import MEMORY_REWARDS, Config, other_settings
+from algorithms.mempo import MEMORY_REWARDS, Config, other_settings, saved_settings
 from benchmarks.report import BenchmarkError
 from mempo_env.env import MemSearchQAEnv
 from mempo_env.tasks import make_generated_task
@@ -62,7 +62,7 @@ def arm_configs(out: Path, seeds: Sequence[int], warmup: Path, base: Config,
 def check_run(cfg: Config) -> None:
     """Refuse a run folder trained with other settings (e.g. changed Config defaults or warm-up); what a
     resume may change (``RESUMABLE``: more steps, the evaluation, threads) it takes."""
-    if changed := other_settings(Path(cfg.run_dir), cfg):
+    if changed := other_settings(saved_settings(Path(cfg.run_dir)), cfg):
         raise BenchmarkError(f"{cfg.run_dir} holds a run with other settings ({changed}); use another --out")
 
 
