@@ -17,6 +17,7 @@ skill held-out questions need.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -132,6 +133,10 @@ class SFTConfig:
     """the tiny policy's decoder layers (ignored with ``base``)"""
     heads: int = 4
     """the tiny policy's attention heads (ignored with ``base``)"""
+    from_adapter: str = ""
+    """a folder holding a LoRA warm-up of this same recipe (``adapter/`` and ``recipe.json``, as a warm-up
+    folder holds them, e.g. ``benchmarks/results/smollm2-warmup``): its adapter is merged onto ``base``
+    instead of training, seconds instead of hours; another recipe's is refused"""
 
 
 Turn = tuple[list[int], list[int]]
@@ -329,19 +334,58 @@ def warm_up(cfg: SFTConfig, out_dir: Path, turns: list[Turn] | None = None) -> P
              "measured_s_per_step": {str(s): round(t, 4) for s, t in seconds.items()}, "torch": torch.__version__,
              "turns": len(turns), "turns_over_window": dropped, "trained_tokens": trained,
              "resumed_at_step": state and state["step"]}
+    save(model.cpu(), tokenizer, cfg, out_dir, build, losses)
+    shutil.rmtree(partial, ignore_errors=True)  # the training state, done with
+    return out_dir
+
+
+def save(model: torch.nn.Module, tokenizer, cfg: SFTConfig, out_dir: Path, build: dict, losses: list[float]) -> None:
+    """Write a warm-up folder at once (a temporary folder renamed): the model, with a LoRA adapter merged
+    in and also kept alone in ``adapter/`` (small enough to ship), its tokenizer, settings, recipe, build
+    record and losses."""
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out_dir.parent))
-    model.cpu()
-    if cfg.lora_rank:  # the adapter alone (small enough to ship), then the weights with it merged in
+    if cfg.lora_rank:
         model.save_pretrained(tmp / "adapter")
         model = model.merge_and_unload()
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "sft_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    (tmp / RECIPE).write_text(json.dumps(recipe(cfg), indent=1))
     (tmp / "build.json").write_text(json.dumps(build, indent=1))
     (tmp / "losses.json").write_text(json.dumps(losses))
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
-    shutil.rmtree(partial, ignore_errors=True)  # the training state, done with
+
+
+RECIPE = "recipe.json"
+"""a warm-up folder's ``recipe(cfg)``, what ``--from-adapter`` checks a shipped adapter against"""
+
+
+def restore(cfg: SFTConfig, out_dir: Path) -> Path:
+    """The warm-up of ``cfg`` from the LoRA adapter a build of the same recipe left in ``cfg.from_adapter``,
+    merged onto ``cfg.base``: what lets a pretrained model's warm-up be shipped in 20 MB rather than rebuilt
+    in hours on a CPU. Its build record and losses come along."""
+    import torch
+    from peft import PeftModel
+
+    from agents.checkpoints import load_policy
+
+    source = Path(cfg.from_adapter)
+    try:
+        built = json.loads((source / RECIPE).read_text())
+    except (OSError, ValueError) as e:
+        raise FileNotFoundError(f"--from-adapter {source}: no readable {RECIPE} ({e})") from None
+    if not (source / "adapter" / "adapter_config.json").exists():
+        raise FileNotFoundError(f"--from-adapter {source}: no adapter/adapter_config.json in it")
+    wanted = recipe_json(cfg)
+    if differ := sorted(k for k in built.keys() | wanted.keys() if built.get(k) != wanted.get(k)):
+        said = "; ".join(f"{k} {built.get(k)!r} there, {wanted.get(k)!r} here" for k in differ)
+        raise ValueError(f"--from-adapter {source} holds a warm-up of other settings ({said})")
+    model, tokenizer = load_policy(cfg.base, dtype=torch.float32)
+    model = PeftModel.from_pretrained(model, source / "adapter")
+    build = {**json.loads((source / "build.json").read_text()), "restored_from": str(source)}
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    save(model, tokenizer, cfg, out_dir, build, json.loads((source / "losses.json").read_text()))
     return out_dir
 
 
@@ -370,11 +414,37 @@ def recipe(cfg: SFTConfig) -> dict:
     threads and micro-batches that only change how fast it is built. The memory view, what every
     warm-up used before ``context`` existed, is left out of it, so those keep their key (the shipped
     one its record)."""
-    skip = ("cache_dir", "precision", "threads", "microbatch_size", "checkpoint_every") + (
+    skip = ("cache_dir", "precision", "threads", "microbatch_size", "checkpoint_every", "from_adapter") + (
         ("context",) if cfg.context == "memory" else ())
     # options added since the shipped warm-up are left out at their defaults, so that it keeps its key
     later = {"lora_rank": 0, "real": (), "real_share": 0.5, "eval_fraction": 0.2}
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip and later.get(k, k) != v}
+    kept = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip and later.get(k, k) != v}
+    return kept | ({"base": base_identity(cfg.base)} if cfg.base else {})
+
+
+@functools.cache
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:  # size and mtime: a file changed in place is hashed anew
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def base_identity(base: str) -> str:
+    """A base model as a recipe names it: its file or folder name and the SHA-256 of its contents, not
+    where it is installed, so that the same GGUF file in a venv, under pyenv or on CI keys the same
+    warm-up and matches a shipped adapter, while two checkpoints of one shape stay apart. A path that
+    does not exist is kept as given (loading it fails with its own error)."""
+    path = Path(base)
+    files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path] if path.is_file() else []
+    if not files:
+        return base
+    digest = hashlib.sha256()
+    for f in files:
+        stat = f.stat()
+        digest.update(f"{f.name}\0{_sha256(f.resolve(), stat.st_size, stat.st_mtime_ns)}\0".encode())
+    return f"{path.name} sha256:{digest.hexdigest()[:16]}"
 
 
 def warmup_dir(cfg: SFTConfig) -> Path:
@@ -385,7 +455,9 @@ def warmup_dir(cfg: SFTConfig) -> Path:
 def ensure_warmup(cfg: SFTConfig) -> Path:
     """The warm-up checkpoint for these settings: reused if it was built before, else built now."""
     out_dir = warmup_dir(cfg)
-    return out_dir if (out_dir / "config.json").exists() else warm_up(cfg, out_dir)
+    if (out_dir / "config.json").exists():
+        return out_dir
+    return restore(cfg, out_dir) if cfg.from_adapter else warm_up(cfg, out_dir)
 
 
 SHIPPED = Path(__file__).with_name("warmup")

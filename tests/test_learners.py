@@ -116,8 +116,9 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     (dict(seeds=[]), "seeds"),
     (dict(split="dev"), "validation"),
     (dict(learner={"dataset": "hotpotqa"}), "trains on the generated task"),  # it evaluates on generated questions
-    (dict(jobs=0), "jobs must be at least 1"),
+    (dict(jobs=0), "jobs and max_new_tokens must be at least 1"),
     (dict(samples=0), "samples"),
+    (dict(max_new_tokens=0), "max_new_tokens must be at least 1"),
     (dict(arms=["mempo", "ppo"]), "unknown arms"),
     (dict(arms=[]), "no arm"),
 ])
@@ -291,6 +292,25 @@ def test_the_training_horizon_reaches_every_arm_through_the_learner_settings(tmp
     learners.main(["--out", str(tmp_path), "--train-objectives", "10", "--steps", "3"])
     learners.main(["--out", str(tmp_path)])
     assert [c["learner"] for c in calls] == [{"steps": 3, "objectives": 10}, {}]
+    assert [c["max_new_tokens"] for c in calls] == [learners.EVAL_MAX_NEW_TOKENS] * 2
+
+
+def test_any_learner_option_reaches_every_arm_as_the_learner_parses_it(tmp_path, monkeypatch):
+    """``--learner "OPTIONS"``: the options of ``python -m algorithms.mempo``, parsed by its own command line
+    (a pretrained model's run sets its rollouts, turns and learning rate); a per-arm one is refused, a
+    misspelt one stops the command."""
+    calls = []
+    monkeypatch.setattr(learners, "compare", lambda out, **kwargs: calls.append(kwargs) or {})
+    learners.main(["--out", str(tmp_path), "--learner", "--lr 1e-5 --group-size 4 --max-turns 6 --objectives 3",
+                   "--train-objectives", "1", "--max-new-tokens", "100"])
+    assert calls[0]["learner"] == {"lr": 1e-5, "group_size": 4, "max_turns": 6, "objectives": 1}
+    assert calls[0]["max_new_tokens"] == 100
+    with pytest.raises(SystemExit):
+        learners.main(["--out", str(tmp_path), "--learner", "--lr-rate 1e-5"])
+    monkeypatch.undo()
+    with pytest.raises(SystemExit):  # the comparison sets the seed of each arm itself
+        learners.main(["--out", str(tmp_path / "x"), "--learner", "--seed 3"])
+    assert not (tmp_path / "x").exists()
 
 
 def test_the_comparison_says_where_it_wrote(tmp_path, monkeypatch, capsys):

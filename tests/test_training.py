@@ -596,6 +596,35 @@ def test_a_lora_warm_up_saves_a_plain_model_and_its_adapter(tmp_path):
         ensure_warmup(dataclasses.replace(cfg, lora_rank=-1))
 
 
+def test_a_shipped_adapter_restores_its_warm_up_from_the_same_base_anywhere(tmp_path):
+    """--from-adapter: a LoRA warm-up's ``adapter/`` and ``recipe.json``, copied elsewhere (as
+    benchmarks/results/smollm2-warmup is) and merged onto the same base installed at another path, give the
+    warm-up's own folder name and weights; an adapter of another recipe, or a folder without one, is refused."""
+    from algorithms.sft import base_identity
+    from algorithms.tiny_policy import build_tiny_policy
+
+    tiny = build_tiny_policy(tmp_path / "here" / "tiny", hidden=32, layers=1, heads=2)
+    cfg = SFTConfig(base=str(tiny), cache_dir=str(tmp_path / "built"), episodes=4, worlds=2, steps=2, batch_size=4,
+                    lora_rank=4, lr=1e-2, precision="fp32", threads=1)
+    built = ensure_warmup(cfg)
+    shipped = tmp_path / "shipped"
+    shutil.copytree(built / "adapter", shipped / "adapter")
+    for name in ("recipe.json", "build.json", "losses.json"):
+        shutil.copy(built / name, shipped / name)
+    elsewhere = shutil.copytree(tiny, tmp_path / "there" / "tiny")
+    assert base_identity(str(elsewhere)) == base_identity(str(tiny)) != base_identity(str(built))
+    again = dataclasses.replace(cfg, base=str(elsewhere), cache_dir=str(tmp_path / "restored"),
+                                from_adapter=str(shipped))
+    out = ensure_warmup(again)
+    assert out.name == built.name and json.loads((out / "build.json").read_text())["restored_from"] == str(shipped)
+    a, b = (AutoModelForCausalLM.from_pretrained(d).state_dict() for d in (out, built))
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], rtol=1e-6, atol=1e-8) for k in a)
+    with pytest.raises(ValueError, match="other settings .*steps 2 there, 3 here"):
+        ensure_warmup(dataclasses.replace(again, steps=3))
+    with pytest.raises(FileNotFoundError, match="no readable recipe.json"):
+        ensure_warmup(dataclasses.replace(again, cache_dir=str(tmp_path / "none"), from_adapter=str(tmp_path)))
+
+
 def test_a_killed_warm_up_continues_to_the_weights_of_an_uninterrupted_one(tmp_path):
     """kill -9 during a warm-up's build, then the same command again: it continues from its last saved state
     (``.warmup-KEY.partial``) to the weights and losses of a build that was never interrupted, and removes

@@ -173,12 +173,15 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
             samples: int = SAMPLES, objectives: Sequence[int] = OBJECTIVES, split: str = "test",
             warmup: str | Path | None = None, long_from: int = LONG_FROM, learner: Mapping[str, Any] | None = None,
             arms: Sequence[str] = DEFAULT_ARMS, jobs: int = 1, archive_dir: str | Path | None = None,
-            command: str | None = None, verbose: bool = True) -> dict[str, Any]:
+            max_new_tokens: int = EVAL_MAX_NEW_TOKENS, command: str | None = None,
+            verbose: bool = True) -> dict[str, Any]:
     """Train every arm x seed, evaluate them and the warm-up, write the report; return ``report``'s result.
 
     ``learner``: ``Config`` fields other than the per-arm ones (e.g. ``{"steps": 2}``), the same for
     every arm. ``warmup``: the start checkpoint (default: ``default_warmup`` for the learner's world).
     ``samples``: sampled episodes per question at the training horizon (``Config.objectives``).
+    ``max_new_tokens``: the evaluation's budget a turn (a pretrained model's turns are shorter than the
+    tiny policy's memories at 10 objectives, and each token costs it more).
     ``arms``: the arms to train, of ``ARMS`` (default ``DEFAULT_ARMS``; the warm-up is evaluated in their
     views only). ``learner``'s ``search`` (``"oracle"``) reaches the evaluation too.
     ``jobs``: runs (and evaluation folders) at once, each in a process of its own: a run with one torch
@@ -211,8 +214,9 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
         raise BenchmarkError("no arm to train")
     if not seeds or len(set(seeds)) < len(seeds) or any(s < 0 for s in seeds):
         raise BenchmarkError(f"seeds must be distinct non-negative integers, got {seeds}")
-    if episodes < 1 or samples < 1 or jobs < 1:
-        raise BenchmarkError(f"episodes, samples and jobs must be at least 1, got {episodes}, {samples}, {jobs}")
+    if min(episodes, samples, jobs, max_new_tokens) < 1:
+        raise BenchmarkError(f"episodes, samples, jobs and max_new_tokens must be at least 1, got {episodes}, "
+                             f"{samples}, {jobs}, {max_new_tokens}")
     if jobs > 1 and "threads" not in learner:
         base = dataclasses.replace(base, threads=1)
     if not objectives or len(set(objectives)) < len(objectives) or min(objectives) < 1:
@@ -225,7 +229,7 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
 
     warmup = Path(warmup) if warmup else default_warmup(base.task_seed, base.hops)
     # A prompt past the policy's window ends its episode unanswered, as an engine would refuse it.
-    max_context = AutoConfig.from_pretrained(warmup).max_position_embeddings - EVAL_MAX_NEW_TOKENS
+    max_context = AutoConfig.from_pretrained(warmup).max_position_embeddings - max_new_tokens
     configs = arm_configs(out, seeds, warmup, base, arms)
     if archive_dir and Path(archive_dir).is_dir():
         restored = restore(archive_dir, out)
@@ -237,14 +241,14 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     info = {"settings": {"seeds": seeds, "episodes": episodes, "samples": samples, "objectives": objectives,
                          "sampled_objectives": [base.objectives], "arms": arms, "split": split, "task": task.name,
                          "long_from": long_from, "warmup": str(warmup), "prompt": TRAIN_PROMPT,
-                         "max_new_tokens": EVAL_MAX_NEW_TOKENS, "max_context_tokens": max_context,
+                         "max_new_tokens": max_new_tokens, "max_context_tokens": max_context,
                          "learner": dataclasses.asdict(base)},
             "command": command or "benchmarks.experiments.learner_comparison.compare (library call)",
             "wall_s": previous.get("wall_s", 0.0), "machine": machine(), "commit": commit()}
     out.mkdir(parents=True, exist_ok=True)
     (out / COMPARISON).write_text(json.dumps(info, indent=1))
 
-    greedy = f"hf:{{}}#max_new_tokens={EVAL_MAX_NEW_TOKENS}"
+    greedy = f"hf:{{}}#max_new_tokens={max_new_tokens}"
     sampled = f"{greedy}#temperature={base.temperature}#seed={{}}"
     common = dict(dataset=task, episodes=episodes, prompt=TRAIN_PROMPT, max_turns=base.max_turns, tokenizer=str(warmup),
                   max_context_tokens=max_context, plots=False, verbose=verbose and jobs == 1, search_mode=base.search)
@@ -293,6 +297,16 @@ def compare(out_dir: str | Path = "runs/learners", *, seeds: Sequence[int] = SEE
     return result
 
 
+def learner_options(text: str) -> dict[str, Any]:
+    """The options in ``text`` that differ from ``algorithms.mempo``'s defaults, parsed by the learner's own
+    command line, so that ``--learner`` takes exactly what ``python -m algorithms.mempo`` takes."""
+    import tyro
+
+    parsed, default = tyro.cli(Config, args=shlex.split(text), prog="--learner"), Config()
+    return {f.name: getattr(parsed, f.name) for f in dataclasses.fields(Config)
+            if getattr(parsed, f.name) != getattr(default, f.name)}
+
+
 def _csv(numbers: Sequence[int]) -> str:
     return ",".join(map(str, numbers))
 
@@ -328,6 +342,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help="resume from the finished seeds kept in DIR, and keep each finished seed there (training "
                         "logs, episodes without transcripts: small enough to commit)")
     p.add_argument("--warmup", default=None, help="start checkpoint of every arm (default: the learner's warm-up)")
+    p.add_argument("--learner", default="", metavar='"OPTIONS"',
+                   help='options of python -m algorithms.mempo for every arm, quoted, e.g. "--lr 1e-5 --group-size 4" '
+                        "(the ones the comparison sets per arm are refused)")
+    p.add_argument("--max-new-tokens", type=int, default=EVAL_MAX_NEW_TOKENS,
+                   help=f"the evaluation's token budget a turn (default {EVAL_MAX_NEW_TOKENS})")
     p.add_argument("--jobs", type=int, default=1,
                    help="runs and evaluation folders at once, one process and one torch thread each (default 1)")
     p.add_argument("--long-from", type=int, default=LONG_FROM, help="question (a): horizons from this many objectives")
@@ -352,7 +371,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             objectives=_int_list(args.objectives, "--objectives") if args.objectives else default["objectives"],
             split=args.split, warmup=args.warmup, long_from=args.long_from, jobs=args.jobs,
             arms=[arm.strip() for arm in args.arms.split(",") if arm.strip()], archive_dir=args.archive,
-            learner={**({} if steps is None else {"steps": steps}),
+            max_new_tokens=args.max_new_tokens,
+            learner={**learner_options(args.learner), **({} if steps is None else {"steps": steps}),
                      **({} if args.train_objectives is None else {"objectives": args.train_objectives}),
                      **({} if args.search is None else {"search": args.search})},
             command=shlex.join(["python", "-m", "benchmarks.experiments.learner_comparison",
