@@ -453,7 +453,8 @@ def warmup_dir(cfg: SFTConfig) -> Path:
 
 
 def ensure_warmup(cfg: SFTConfig) -> Path:
-    """The warm-up checkpoint for these settings: reused if it was built before, else built now."""
+    """The warm-up checkpoint for these settings: reused if it was built before, else restored from
+    ``from_adapter`` where one is given, else built now."""
     out_dir = warmup_dir(cfg)
     if (out_dir / "config.json").exists():
         return out_dir
