@@ -212,3 +212,32 @@ def test_warm_up_one_rl_step_and_reload_of_the_real_model(tmp_path, monkeypatch_
     assert step["step"] == 1 and "memory_reward_s" in step
     agent = make_agent(f"hf:{run / 'checkpoint'}#max_new_tokens=16")
     play_through_chat_template(agent)
+
+
+SHIPPED_ADAPTER = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "smollm2-warmup"
+
+
+@pytest.mark.pretrained
+def test_the_shipped_warm_up_is_the_documented_one_and_restores_onto_the_installed_model(tmp_path,
+                                                                                         monkeypatch_module) -> None:
+    """``benchmarks/results/smollm2-warmup`` is the adapter of the warm-up command docs/learners.md prints (its
+    recipe, the base named by its contents, matches that command's here, wherever the package is installed),
+    at most 20 MB; the command with ``--from-adapter`` merges it onto the installed GGUF into a model that
+    plays through ``hf:``, and the warm-up's folder is the one the build itself would have made."""
+    pytest.importorskip("peft")
+    import tyro
+    from doc_blocks import code_blocks, python_module_args, shell_commands
+
+    from algorithms.sft import SFTConfig, ensure_warmup, recipe_json, warmup_dir
+
+    monkeypatch_module.setenv("HF_HUB_OFFLINE", "1")
+    gguf = smollm2_gguf()
+    [command] = [c for b in code_blocks("docs/learners.md") for c in shell_commands(b) if "algorithms.sft --base" in c]
+    _, args = python_module_args(command.replace("$G", str(gguf)))
+    cfg = tyro.cli(SFTConfig, args=[*args, "--cache-dir", str(tmp_path), "--from-adapter", str(SHIPPED_ADAPTER)])
+    assert json.loads((SHIPPED_ADAPTER / "recipe.json").read_text()) == recipe_json(cfg)
+    assert sum(f.stat().st_size for f in SHIPPED_ADAPTER.rglob("*") if f.is_file()) <= 20_000_000
+    out = ensure_warmup(cfg)
+    assert out == warmup_dir(cfg) and (out / "adapter" / "adapter_config.json").is_file()
+    assert json.loads((out / "losses.json").read_text()) == json.loads((SHIPPED_ADAPTER / "losses.json").read_text())
+    play_through_chat_template(make_agent(f"hf:{out}#max_new_tokens=16"))
