@@ -493,7 +493,6 @@ def test_issue_34s_archive_still_resumes_and_reports_without_the_new_arms(tmp_pa
     """Its runs pass ``check_run`` (their configs predate ``memory_reward`` and ``search``, whose defaults the arms
     set) and its report has its three arms, no variant section, and "–" for the memory it did not measure."""
     from algorithms.mempo import Config
-    from benchmarks.experiments.learner_comparison.archive import restore
     from benchmarks.experiments.learner_comparison.settings import arm_configs, check_run
     from benchmarks.experiments.learner_comparison.tables import (
         learning_markdown,
@@ -501,6 +500,7 @@ def test_issue_34s_archive_still_resumes_and_reports_without_the_new_arms(tmp_pa
         load_records,
         load_runs,
     )
+    from benchmarks.folder_archive import restore
 
     kept = Path(__file__).resolve().parents[1] / "benchmarks/results/learners-10obj"
     restore(kept, tmp_path)

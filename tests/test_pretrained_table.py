@@ -1,6 +1,7 @@
 """The baseline table of a real model (benchmarks/experiments/pretrained_table.py), on scripted policies:
 one resumable benchmarks.run folder a task, the full context only for the policies named, every column."""
 
+import gzip
 import json
 
 import pytest
@@ -23,12 +24,29 @@ def test_the_table_has_every_cell_and_a_second_run_plays_only_the_new_episodes(t
     folders = [tmp_path / "generated" / prompt for prompt in ("train", "eval")]
     assert [json.loads((f / "config.json").read_text())["settings"]["prompt"] for f in folders] == ["train", "eval"]
     assert [len((f / "episodes.jsonl").read_text().splitlines()) for f in folders] == [4 * 3, 2 * 3]
+    played = [json.loads(line)["objectives"] for line in (folders[0] / "episodes.jsonl").read_text().splitlines()]
+    assert played == sorted(played)  # one horizon at a time: a table stopped early holds whole columns
     build(4)
     assert [len((f / "episodes.jsonl").read_text().splitlines()) for f in folders] == [4 * 4, 2 * 4]
     table = (tmp_path / "table.md").read_text()
     assert "| task | policy | prompt | context | objectives | episodes | F1 % | EM % | format ok % |" in table
     assert "| generated | o | train | memory | 1 | 4 | 100.0 [" in table
     assert json.loads((tmp_path / "table.json").read_text())[0]["f1"]["mean"] == 1.0
+
+
+def test_an_archived_table_is_restored_on_a_fresh_machine_and_plays_nothing_it_holds(tmp_path, monkeypatch):
+    kept = tmp_path / "archive"
+    options = dict(tasks=["generated"], full=["o"], objectives=[1], episodes=3, batch=4, archive=kept)
+    first = pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path / "a", **options)
+    lines = [json.loads(line) for line in gzip.decompress(
+        (kept / "generated" / "train" / "episodes.jsonl.gz").read_bytes()).decode().splitlines()]
+    assert len(lines) == 3 * 3 and not any("trajectory" in r for r in lines)  # o: memory and full; w: memory
+    import benchmarks.run
+
+    monkeypatch.setattr(benchmarks.run, "play", lambda *a, **k: pytest.fail("played an archived episode"))
+    again = pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path / "b", **options)
+    assert json.dumps(again, default=str) == json.dumps(first, default=str)
+    assert pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path / "c", tasks=["generated"], play=False) == []
 
 
 def test_an_old_log_without_evidence_found_leaves_the_cell_empty():

@@ -85,9 +85,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tuple(TASKS), full: Sequence[str] = (),
           eval_prompt: Sequence[str] = (), objectives: Sequence[int] = (1, 2, 4), episodes: int = 30,
           max_turns: int = 8, turns_per_objective: int = 4, tokenizer: str | None = None,
-          max_context_tokens: int | None = None, batch: int = 30) -> list[dict[str, Any]]:
+          max_context_tokens: int | None = None, batch: int = 30, archive: str | Path | None = None,
+          play: bool = True) -> list[dict[str, Any]]:
     """Play every missing episode of the grid, one ``benchmarks.run`` folder a task and prompt, then write
-    the table. ``eval_prompt``: the labels played with the ``eval`` prompt, the rest with ``train``."""
+    the table. ``eval_prompt``: the labels played with the ``eval`` prompt, the rest with ``train``. The
+    horizons are played one at a time across every task, so a table stopped early holds whole columns of
+    its grid (every task at 1 objective first). ``archive``: restore the folders kept there first, and keep
+    each folder there (``benchmarks.folder_archive``) as each horizon of it is played. ``play=False``
+    writes the table from the episodes the folders hold, playing none."""
+    from benchmarks.folder_archive import archive_folder, restore
     from benchmarks.report import load_run
     from benchmarks.run import evaluate, label_agents
 
@@ -95,24 +101,31 @@ def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tupl
     unknown = [t for t in tasks if t not in TASKS] + [a for a in [*full, *eval_prompt] if a not in labelled]
     if unknown:
         raise ValueError(f"unknown task or policy label {unknown}: tasks are {list(TASKS)}, labels {list(labelled)}")
-    by_prompt = {"train": [a for a in labelled if a not in eval_prompt],
-                 "eval": [a for a in labelled if a in eval_prompt]}
+    by_prompt = {prompt: policies for prompt, policies in
+                 (("train", [a for a in labelled if a not in eval_prompt]),
+                  ("eval", [a for a in labelled if a in eval_prompt])) if policies}
     out = Path(out)
-    common = dict(objectives=objectives, episodes=episodes, max_turns=max_turns,
-                  turns_per_objective=turns_per_objective, tokenizer=tokenizer,
-                  max_context_tokens=max_context_tokens, batch_size=batch, plots=False)
+    if archive and Path(archive).is_dir():
+        restore(archive, out)
+    common = dict(episodes=episodes, max_turns=max_turns, turns_per_objective=turns_per_objective,
+                  tokenizer=tokenizer, max_context_tokens=max_context_tokens, batch_size=batch, plots=False)
+    for k in objectives if play else ():
+        for task in tasks:
+            for prompt, policies in by_prompt.items():
+                folder, fulls = out / task / prompt, [a for a in policies if a in full]
+                for context, played in (("memory", policies), ("full", fulls)):
+                    if played:
+                        evaluate({a: labelled[a] for a in played}, out_dir=folder, contexts=[context],
+                                 prompt=prompt, objectives=[k], **TASKS[task], **common)
+                if archive:
+                    archive_folder(folder, Path(archive) / task / prompt)
     rows = []
     for task in tasks:
         for prompt, policies in by_prompt.items():
-            if not policies:
+            folder = out / task / prompt
+            if not folder.is_dir():
                 continue
-            folder, fulls = out / task / prompt, [a for a in policies if a in full]
-            evaluate({a: labelled[a] for a in policies}, out_dir=folder, contexts=["memory"], prompt=prompt,
-                     **TASKS[task], **common)
-            if fulls:
-                evaluate({a: labelled[a] for a in fulls}, out_dir=folder, contexts=["full"], prompt=prompt,
-                         **TASKS[task], **common)
-            wanted = {(a, "memory") for a in policies} | {(a, "full") for a in fulls}
+            wanted = {(a, "memory") for a in policies} | {(a, "full") for a in policies if a in full}
             records = [r for r in load_run(folder)[1] if (r["agent"], r["context"]) in wanted
                        and r["objectives"] in objectives and r["episode"] < episodes]
             rows += cells(records, task, prompt)
@@ -147,6 +160,10 @@ def main(argv: list[str] | None = None) -> None:
                         "its generation budget; SmolLM2: 8192 - max_new_tokens)")
     p.add_argument("--batch", type=int, default=30, help="episodes in lockstep per model call")
     p.add_argument("--out", default="runs/pretrained-table")
+    p.add_argument("--archive", default=None, metavar="DIR",
+                   help="restore the folders kept in DIR first, and keep each there as it is played (light: no "
+                        "transcripts), so a table longer than a session goes on from the repository")
+    p.add_argument("--no-play", action="store_true", help="write the table from the episodes held, playing none")
     args = p.parse_args(argv)
     from agents.episode_log import RunFolderError
     from benchmarks.report import BenchmarkError
@@ -158,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
               eval_prompt=[a.strip() for a in args.eval_prompt.split(",") if a.strip()],
               objectives=[int(k) for k in args.objectives.split(",")], episodes=args.episodes,
               max_turns=args.max_turns, turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
-              max_context_tokens=args.max_context_tokens, batch=args.batch)
+              max_context_tokens=args.max_context_tokens, batch=args.batch, archive=args.archive,
+              play=not args.no_play)
     except (ValueError, BenchmarkError, RunFolderError) as e:
         p.error(str(e))
     print((Path(args.out) / "table.md").read_text())

@@ -1,9 +1,9 @@
 """What a comparison folder holds and keeps: whether a policy is evaluated, and the light archive of its
-finished seeds (``archive``) that a fresh machine restores (``restore``) to go on from."""
+finished seeds (``archive``) that a fresh machine restores (``benchmarks.folder_archive.restore``) to go on
+from."""
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,7 +12,7 @@ from typing import Any
 from agents.episode_log import read_episodes
 from benchmarks.experiments.learner_comparison.memory import with_memory
 from benchmarks.experiments.learner_comparison.settings import ARMS, COMPARISON, WARMUP, arms_of
-from benchmarks.report import CONFIG
+from benchmarks.folder_archive import archive_folder
 from benchmarks.report import EPISODES as EPISODE_LOG
 
 
@@ -62,27 +62,7 @@ def archive(out_dir: str | Path, dest: str | Path) -> list[int]:
             if not evaluated(out, settings, label, context):
                 continue
             for folder in (Path(kind) / context / label for kind in ("eval", "sampled")):
-                (dest / folder).mkdir(parents=True, exist_ok=True)
-                (dest / folder / CONFIG).write_bytes((out / folder / CONFIG).read_bytes())
-                lines = "".join(json.dumps({k: v for k, v in with_memory(r).items() if k != "trajectory"}) + "\n"
-                                for r in played(out / folder / EPISODE_LOG))
-                (dest / folder / (EPISODE_LOG + ".gz")).write_bytes(gzip.compress(lines.encode(), mtime=0))
+                archive_folder(out / folder, dest / folder, with_memory)
     (dest / COMPARISON).write_bytes((out / COMPARISON).read_bytes())
     return seeds
 
-
-def restore(dest: str | Path, out_dir: str | Path) -> list[str]:
-    """Copy into a comparison folder what an ``archive`` holds and the folder lacks (a run or an
-    evaluation folder it has is left as it is); returns the folders restored."""
-    dest, out = Path(dest), Path(out_dir)
-    restored = []
-    for folder in sorted({p.parent.relative_to(dest) for p in dest.glob("*/**/config.json")}):
-        if (out / folder).exists():
-            continue
-        (out / folder).mkdir(parents=True)
-        for path in (dest / folder).iterdir():
-            data = path.read_bytes()
-            name = path.name.removesuffix(".gz")
-            (out / folder / name).write_bytes(gzip.decompress(data) if path.suffix == ".gz" else data)
-        restored.append(str(folder))
-    return restored

@@ -54,7 +54,7 @@ from typing import Any
 from agents.episode_log import RunFolderError
 from algorithms.mempo import Config, load_checkpoint, train
 from algorithms.sft import default_warmup
-from benchmarks.experiments.learner_comparison.archive import archive, evaluated, restore
+from benchmarks.experiments.learner_comparison.archive import archive, evaluated
 from benchmarks.experiments.learner_comparison.report import commit, machine, report, write_results_section
 from benchmarks.experiments.learner_comparison.settings import (
     ARMS,
@@ -78,6 +78,7 @@ from benchmarks.experiments.learner_comparison.settings import (
     check_run,
     eval_task,
 )
+from benchmarks.folder_archive import restore
 from benchmarks.report import BenchmarkError
 from benchmarks.run import _int_list, evaluate
 from mempo_env.env import SEARCH_MODES

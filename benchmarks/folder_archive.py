@@ -1,0 +1,46 @@
+"""The light archive of ``benchmarks.run`` folders, for experiments longer than a session: each folder's
+``config.json`` and its complete episodes without their transcripts, gzipped (about 0.3 KB an episode),
+small enough to commit as they finish. A fresh machine restores them and plays only what is missing, since
+a run resumes episode by episode from its folder."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agents.episode_log import read_episodes
+from benchmarks.report import CONFIG, EPISODES
+
+
+def archive_folder(src: str | Path, dest: str | Path,
+                   keep: Callable[[dict[str, Any]], dict[str, Any]] = lambda r: r) -> int:
+    """Copy a run folder's config and complete episodes (``keep`` of each, less its ``trajectory``) into
+    ``dest``. Reads without writing, so it may run while the folder's own run is still appending (a torn
+    last line is skipped, not cut). Returns the episodes archived."""
+    src, dest = Path(src), Path(dest)
+    records = read_episodes(src / EPISODES) if (src / EPISODES).exists() else []
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / CONFIG).write_bytes((src / CONFIG).read_bytes())
+    lines = "".join(json.dumps({k: v for k, v in keep(r).items() if k != "trajectory"}) + "\n" for r in records)
+    (dest / (EPISODES + ".gz")).write_bytes(gzip.compress(lines.encode(), mtime=0))
+    return len(records)
+
+
+def restore(dest: str | Path, out_dir: str | Path) -> list[str]:
+    """Copy into ``out_dir`` the archived folders under ``dest`` that it lacks (a folder it has is left as
+    it is, even with fewer episodes); returns the folders restored."""
+    dest, out = Path(dest), Path(out_dir)
+    restored = []
+    for folder in sorted({p.parent.relative_to(dest) for p in dest.glob("**/config.json")}):
+        if (out / folder).exists():
+            continue
+        (out / folder).mkdir(parents=True)
+        for path in (dest / folder).iterdir():
+            data = path.read_bytes()
+            name = path.name.removesuffix(".gz")
+            (out / folder / name).write_bytes(gzip.decompress(data) if path.suffix == ".gz" else data)
+        restored.append(str(folder))
+    return restored
