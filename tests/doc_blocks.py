@@ -140,3 +140,19 @@ def script_commands(script: Path, package: str, values: dict[str, str] | None = 
             line = re.split(r' "\$\{@:\d+\}"| 2>| \|', line)[0]
             commands.append(re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], line))
     return commands
+
+
+_DELIMITER_ROW = re.compile(r"\|?(\s*:?-+:?\s*\|)*\s*:?-+:?\s*\|?")
+
+
+def _cells(row: str) -> int:
+    return len(re.split(r"(?<!\\)\|", row.strip().strip("|")))
+
+
+def malformed_tables(markdown: str) -> list[str]:
+    """The markdown tables whose delimiter row has another number of cells than their header: GitHub
+    renders such a table as a paragraph of pipes. Each named by its header's line number."""
+    lines = markdown.splitlines()
+    return [f"line {i}: {_cells(lines[i - 1])} header cells, {_cells(row)} in the delimiter row"
+            for i, row in enumerate(lines) if i and lines[i - 1].lstrip().startswith("|")
+            and _DELIMITER_ROW.fullmatch(row.strip()) and _cells(row) != _cells(lines[i - 1])]

@@ -1,7 +1,7 @@
 """The documents read as a front page, results and records: README.md and benchmarks/RESULTS.md stay
 within their sizes, every relative link of the documents (README.md, docs/**/*.md, RESULTS.md) names
 a file that exists and, after ``#``, an anchor that file has (a link out of the repository, to
-../shared, is not checked), and every experiment's record in docs/experiments/ is listed in its
+../shared, is not checked), every table renders, and every experiment's record in docs/experiments/ is listed in its
 index and linked from the section of RESULTS.md it backs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from doc_blocks import DOCUMENTS, ROOT
+from doc_blocks import DOCUMENTS, ROOT, malformed_tables
 
 # A front page and a results page a reader reads through; the experiments' records hold the rest.
 LIMITS = {"README.md": 12_000, "benchmarks/RESULTS.md": 25_000}  # bytes
@@ -71,6 +71,13 @@ def test_every_link_of_the_documents_resolves():
     assert any(d.startswith("docs/experiments/") for d in DOCUMENTS)
     problems = [p for document in DOCUMENTS for p in broken_links(document)]
     assert not problems, "links that lead nowhere:\n" + "\n".join(problems)
+
+
+def test_every_table_of_the_documents_renders():
+    problems = [f"{d}: {p}" for d in DOCUMENTS for p in malformed_tables((ROOT / d).read_text())]
+    assert not problems, "tables GitHub would not render:\n" + "\n".join(problems)
+    assert malformed_tables("| a | b |\n|---|---|---|\n| 1 | 2 |") == [
+        "line 1: 2 header cells, 3 in the delimiter row"]
 
 
 def test_every_record_is_listed_and_every_results_section_links_its_record():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from doc_blocks import malformed_tables
 
 from agents.statistics import mean_ci, summarize
 from algorithms.compute import num_threads
@@ -28,15 +29,17 @@ def lines(path: Path) -> int:
     return len(path.read_text().splitlines())
 
 
-def smoke(out: Path, warmup: Path, archive_dir: Path | None = None, **learner) -> dict:
+def smoke(out: Path, warmup: Path, archive_dir: Path | None = None, max_new_tokens: int = 16, **learner) -> dict:
+    """A one-seed comparison of the tiny policy; 16 new tokens a turn, since an untrained policy writes
+    until the budget."""
     return compare(out, seeds=[0], episodes=2, samples=2, objectives=[1, 2], warmup=warmup, long_from=2,
-                   learner={**TINY, **learner}, archive_dir=archive_dir, verbose=False)
+                   learner={**TINY, **learner}, archive_dir=archive_dir, max_new_tokens=max_new_tokens,
+                   verbose=False)
 
 
 @pytest.mark.slow
 def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, monkeypatch):
     out = tmp_path / "learners"
-    monkeypatch.setattr(learners, "EVAL_MAX_NEW_TOKENS", 16)  # an untrained policy writes until the budget
     result = smoke(out, policy_dir, archive_dir=tmp_path / "archive")
 
     runs = sorted((out / "runs").iterdir())
@@ -69,6 +72,7 @@ def test_comparison_trains_evaluates_resumes_and_reports(policy_dir, tmp_path, m
     report = (out / "report.md").read_text()
     for title in ("### Learning", "### MemPO − GRPO", "### (a)", "### (b)", "### (c)"):
         assert title in report
+    assert not malformed_tables(report)
     tables = result["tables"]
     assert [r["objectives"] for r in tables["a"]] == ["2"]
     assert [r["objectives"] for r in tables["b"]] == ["1", "2", "all"]

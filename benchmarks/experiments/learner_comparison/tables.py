@@ -305,7 +305,7 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
     span = f"{long[0]}-{long[-1]}" if long else "–"
     lines = ["", "### Learning: each arm against the control (same seeds and questions) and its start", "",
              f"| arm | training reward, 2nd half | − control (paired by seed) | by seed | sampled F1 % at {k} "
-             f"| − start | − control | greedy F1 % at {span} | − start | − control |", "|---" * 11 + "|"]
+             f"| − start | − control | greedy F1 % at {span} | − start | − control |", "|---" * 10 + "|"]
     for row in tables["learning"]:
         by_seed = ", ".join(f"{v:+.2f}" for v in row.get("reward - control by seed", {}).values() if v is not None)
         reward = row.get("reward")
