@@ -46,6 +46,8 @@ def test_an_archived_table_is_restored_on_a_fresh_machine_and_plays_nothing_it_h
     monkeypatch.setattr(benchmarks.run, "play", lambda *a, **k: pytest.fail("played an archived episode"))
     again = pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path / "b", **options)
     assert json.dumps(again, default=str) == json.dumps(first, default=str)
+    (tmp_path / "c" / "generated" / "train").mkdir(parents=True)  # a start killed before its first episode
+    (tmp_path / "c" / "generated" / "train" / "run.lock").write_text("1\n")
     assert pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path / "c", tasks=["generated"], play=False) == []
 
 

@@ -94,7 +94,7 @@ def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tupl
     each folder there (``benchmarks.folder_archive``) as each horizon of it is played. ``play=False``
     writes the table from the episodes the folders hold, playing none."""
     from benchmarks.folder_archive import archive_folder, restore
-    from benchmarks.report import load_run
+    from benchmarks.report import EPISODES, load_run
     from benchmarks.run import evaluate, label_agents
 
     labelled = label_agents(list(agents))
@@ -123,7 +123,7 @@ def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tupl
     for task in tasks:
         for prompt, policies in by_prompt.items():
             folder = out / task / prompt
-            if not folder.is_dir():
+            if not (folder / EPISODES).is_file():  # not played yet, or a start killed before its first episode
                 continue
             wanted = {(a, "memory") for a in policies} | {(a, "full") for a in policies if a in full}
             records = [r for r in load_run(folder)[1] if (r["agent"], r["context"]) in wanted
