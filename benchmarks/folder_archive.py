@@ -15,13 +15,19 @@ from agents.episode_log import read_episodes
 from benchmarks.report import CONFIG, EPISODES
 
 
+def played(path: Path) -> list[dict[str, Any]]:
+    """The complete episodes of a log, read without writing to it: an archive is taken while other processes
+    may still be writing their folders, and ``load_done`` would cut a torn last line off under its writer."""
+    return read_episodes(path) if path.exists() else []
+
+
 def archive_folder(src: str | Path, dest: str | Path,
                    keep: Callable[[dict[str, Any]], dict[str, Any]] = lambda r: r) -> int:
     """Copy a run folder's config and complete episodes (``keep`` of each, less its ``trajectory``) into
     ``dest``. Reads without writing, so it may run while the folder's own run is still appending (a torn
     last line is skipped, not cut). Returns the episodes archived."""
     src, dest = Path(src), Path(dest)
-    records = read_episodes(src / EPISODES) if (src / EPISODES).exists() else []
+    records = played(src / EPISODES)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / CONFIG).write_bytes((src / CONFIG).read_bytes())
     lines = "".join(json.dumps({k: v for k, v in keep(r).items() if k != "trajectory"}) + "\n" for r in records)

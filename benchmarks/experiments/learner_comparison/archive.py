@@ -9,17 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.episode_log import read_episodes
 from benchmarks.experiments.learner_comparison.memory import with_memory
 from benchmarks.experiments.learner_comparison.settings import ARMS, COMPARISON, WARMUP, arms_of
-from benchmarks.folder_archive import archive_folder
+from benchmarks.folder_archive import archive_folder, played
 from benchmarks.report import EPISODES as EPISODE_LOG
-
-
-def played(path: Path) -> list[dict[str, Any]]:
-    """The complete episodes of a log, read without writing to it: ``archive`` runs while other processes
-    are still writing their folders, and ``load_done`` would cut a torn last line off under its writer."""
-    return read_episodes(path) if path.exists() else []
 
 
 def evaluated(out: Path, settings: Mapping[str, Any], label: str, context: str) -> bool:
