@@ -46,10 +46,10 @@ def load_done(path: Path) -> list[dict[str, Any]]:
     return read_episodes(path)
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, data: str | bytes) -> None:
     """Write through a temporary file and a rename: a kill leaves the old file or the new, never part of one."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
     os.replace(tmp, path)
 
 

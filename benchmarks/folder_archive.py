@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agents.episode_log import read_episodes
+from agents.episode_log import read_episodes, write_atomic
 from benchmarks.report import CONFIG, EPISODES
 
 
@@ -29,24 +30,30 @@ def archive_folder(src: str | Path, dest: str | Path,
     src, dest = Path(src), Path(dest)
     records = played(src / EPISODES)
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / CONFIG).write_bytes((src / CONFIG).read_bytes())
+    write_atomic(dest / CONFIG, (src / CONFIG).read_bytes())  # a kill leaves each file whole, old or new
     lines = "".join(json.dumps({k: v for k, v in keep(r).items() if k != "trajectory"}) + "\n" for r in records)
-    (dest / (EPISODES + ".gz")).write_bytes(gzip.compress(lines.encode(), mtime=0))
+    write_atomic(dest / (EPISODES + ".gz"), gzip.compress(lines.encode(), mtime=0))
     return len(records)
 
 
 def restore(dest: str | Path, out_dir: str | Path) -> list[str]:
     """Copy into ``out_dir`` the archived folders under ``dest`` that it lacks (a folder it has is left as
-    it is, even with fewer episodes); returns the folders restored."""
+    it is, even with fewer episodes); returns the folders restored. Each is written beside its place and
+    renamed into it whole, so a kill mid-restore leaves no half folder to be taken for a played one."""
     dest, out = Path(dest), Path(out_dir)
     restored = []
     for folder in sorted({p.parent.relative_to(dest) for p in dest.glob("**/config.json")}):
         if (out / folder).exists():
             continue
-        (out / folder).mkdir(parents=True)
+        tmp = out / folder.parent / f".{folder.name}.restoring"
+        shutil.rmtree(tmp, ignore_errors=True)  # ours: a restore killed before its rename
+        tmp.mkdir(parents=True)
         for path in (dest / folder).iterdir():
+            if path.suffix == ".tmp":  # left by an archive killed mid-write; its file is whole beside it
+                continue
             data = path.read_bytes()
             name = path.name.removesuffix(".gz")
-            (out / folder / name).write_bytes(gzip.decompress(data) if path.suffix == ".gz" else data)
+            (tmp / name).write_bytes(gzip.decompress(data) if path.suffix == ".gz" else data)
+        tmp.rename(out / folder)
         restored.append(str(folder))
     return restored

@@ -3,6 +3,7 @@ one resumable benchmarks.run folder a task, the full context only for the polici
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,33 @@ def test_an_archived_table_is_restored_on_a_fresh_machine_and_plays_nothing_it_h
     (tmp_path / "c" / "generated" / "train").mkdir(parents=True)  # a start killed before its first episode
     (tmp_path / "c" / "generated" / "train" / "run.lock").write_text("1\n")
     assert pretrained_table.build(["o=oracle", "w=weak"], out=tmp_path / "c", tasks=["generated"], play=False) == []
+
+
+def test_a_kill_while_archiving_or_restoring_leaves_no_torn_file_or_half_folder(tmp_path, monkeypatch):
+    from benchmarks.folder_archive import archive_folder, restore
+
+    kept = tmp_path / "archive"
+    pretrained_table.build(["o=oracle"], out=tmp_path / "a", tasks=["generated"], objectives=[1], episodes=2,
+                           batch=2, archive=kept)
+    before = {p.name: p.read_bytes() for p in (kept / "generated" / "train").iterdir()}
+    real_write = Path.write_bytes
+
+    def killed_midway(self, data):  # the kill lands halfway through the file
+        real_write(self, data[: len(data) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        archive_folder(tmp_path / "a" / "generated" / "train", kept / "generated" / "train")
+    with pytest.raises(KeyboardInterrupt):
+        restore(kept, tmp_path / "b")
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in (kept / "generated" / "train").iterdir() if p.suffix != ".tmp"} == before
+    assert not (tmp_path / "b" / "generated" / "train").exists()  # the killed restore left only its own temp folder
+    assert restore(kept, tmp_path / "b") == ["generated/train"]
+    assert sorted(p.name for p in (tmp_path / "b" / "generated").iterdir()) == ["train"]
+    assert pretrained_table.build(["o=oracle"], out=tmp_path / "b", tasks=["generated"], objectives=[1], episodes=2,
+                                  play=False)[0]["episodes"] == 2
 
 
 def test_an_old_log_without_evidence_found_leaves_the_cell_empty():
