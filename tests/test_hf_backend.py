@@ -257,3 +257,27 @@ def test_score_edges_and_training_mode(trained, tokenizer) -> None:
         backend.score([[]], [[5]])
     with pytest.raises(ValueError):
         backend.generate([[]], max_new_tokens=2)
+
+
+def test_grouped_query_heads_decode_unrepeated_with_the_same_numbers(policy_dir: Path, tokenizer,
+                                                                     monkeypatch) -> None:
+    # SmolLM2 has 3 query heads a KV head. transformers' sdpa repeats the keys and values whenever there
+    # is a mask (left padding always brings one); generation passes them to torch as they are, and must
+    # give the log-probs of scoring, which keeps transformers' own path.
+    import transformers.integrations.sdpa_attention as sdpa
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(policy_dir)
+    config.num_key_value_heads = config.num_attention_heads // 2
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    repeats = []
+    repeat_kv = sdpa.repeat_kv
+    monkeypatch.setattr(sdpa, "repeat_kv", lambda x, n: repeats.append(n) or repeat_kv(x, n))
+    backend, ps = HFBackend(model, tokenizer, batch_size=64), prompts(tokenizer)
+    generations = flat(backend.generate(ps, max_new_tokens=16, seed=0))
+    assert repeats == [] and model.config._attn_implementation == "sdpa"  # and sdpa is back for training
+    scores = backend.score(ps, [g.token_ids for g in generations])
+    assert repeats and set(repeats) == {2}  # the reference did repeat them
+    for g, s in zip(generations, scores):
+        assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(s), atol=1e-4, rtol=0)

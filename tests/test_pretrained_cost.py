@@ -24,6 +24,16 @@ def test_every_setting_is_measured_in_its_own_process(tmp_path):
     assert "| generate 4 new (hf) | fp32 | - | 2x16 |" in table
 
 
+def test_the_attention_baseline_times_the_same_ragged_batch(tmp_path):
+    pretrained_cost.main(["--model", str(SHIPPED), "--measure", "generate", "--engines", "hf,hf-repeated-kv",
+                          "--ragged", "--generate", "4x16", "--new-tokens", "4", "--repeats", "1",
+                          "--precisions", "fp32", "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "cost.json").read_text())["results"]
+    assert [(r["engine"], r["ragged"]) for r in rows] == [("hf", True), ("hf-repeated-kv", True)]
+    assert all(r["tokens"] > 0 for r in rows)
+    assert "| generate 4 new (hf-repeated-kv, ragged) | fp32 | - | 4x16 |" in (tmp_path / "table.md").read_text()
+
+
 def test_a_setting_whose_process_dies_is_reported():
     row = {"kind": "train", "bf16": False, "lora": 0, "batch": (1, 8), "threads": 1,
            "error": "exit code -9 (killed for memory?)"}

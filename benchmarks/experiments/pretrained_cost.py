@@ -10,7 +10,10 @@ is loaded) is its own: a training step (forward, backward and an AdamW step) und
 fine-tuning or a LoRA adapter (``algorithms.sft --lora-rank``), on a batch of real oracle turns rendered
 through the model's chat template; and each rollout engine sampling new tokens for a batch of prompts:
 ``HFBackend.generate`` and, with ``--engines hf,vllm``, in-process vLLM (``VLLMBackend.for_model``, the
-learner's ``--backend vllm``, with the time of one weight sync, which RL pays after every update). Each
+learner's ``--backend vllm``, with the time of one weight sync, which RL pays after every update), and,
+as a baseline, ``hf-repeated-kv``: the HF backend on transformers' own ``sdpa``, which repeats grouped
+key/value heads whenever there is a mask. ``--ragged`` cuts the prompts to lengths spread evenly over the
+upper half of ``--generate``'s, so that left padding (and its mask) comes in, as in real rollouts. Each
 time is the best of ``--repeats`` after one untimed call.
 Written to ``--out``: ``cost.json`` and ``table.md``, with the processor (``algorithms.compute.cpu_name``).
 """
@@ -81,7 +84,8 @@ def measure(setting: dict[str, Any], queue: Any) -> None:
         tokens = rows * length
     else:
         backend = rollout_engine(setting, model.eval(), tokenizer, rows)
-        prompts = [row[:length] for row in ids.tolist()]
+        prompts = [row[:length - (k * length // (2 * rows) if setting.get("ragged") else 0)]
+                   for k, row in enumerate(ids.tolist())]
 
         def call() -> None:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=setting["bf16"]):
@@ -111,10 +115,14 @@ def rollout_engine(setting: dict[str, Any], model: Any, tokenizer: Any, rows: in
     """The learner's ``--backend hf`` or ``--backend vllm`` engine over ``model``. vLLM runs the model in
     its own copy of the weights, in bf16 for the bf16 setting (autocast does not reach it), on the
     threads of this setting (``VLLM_CPU_OMP_THREADS_BIND``: the first ``threads`` cores we may use)."""
-    if setting.get("engine", "hf") == "hf":
-        from agents.backends.hf import HFBackend
+    if setting.get("engine", "hf") in ("hf", "hf-repeated-kv"):
+        import contextlib
 
-        return HFBackend(model, tokenizer, batch_size=rows)
+        from agents.backends import hf
+
+        if setting.get("engine") == "hf-repeated-kv":  # this child process only: transformers' own sdpa
+            hf._unrepeated_kv = lambda model: contextlib.nullcontext()
+        return hf.HFBackend(model, tokenizer, batch_size=rows)
     import os
 
     from agents.backends.vllm_engine import VLLMBackend
@@ -167,7 +175,8 @@ def table(results: list[dict[str, Any]]) -> str:
     lines = ["| what | precision | fine-tuning | batch | threads | tokens/s | seconds | peak memory GB |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        what = "train step" if r["kind"] == "train" else f"generate {r['new_tokens']} new ({r.get('engine', 'hf')})"
+        engine = r.get("engine", "hf") + (", ragged" if r.get("ragged") else "")
+        what = "train step" if r["kind"] == "train" else f"generate {r['new_tokens']} new ({engine})"
         if "sync_s" in r:
             what += f", weight sync {r['sync_s']} s"
         tuning = ("LoRA r%d" % r["lora"] if r["lora"] else "full") if r["kind"] == "train" else "-"
@@ -188,16 +197,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--precisions", default="fp32,bf16")
-    p.add_argument("--engines", default="hf", help="rollout engines to time: hf, vllm (needs vllm: docs/engines.md)")
+    p.add_argument("--engines", default="hf", help="rollout engines to time: hf, hf-repeated-kv (the baseline of "
+                   "the HF backend's attention), vllm (needs vllm: docs/engines.md)")
+    p.add_argument("--ragged", action="store_true", help="prompts of lengths spread over the upper half of "
+                   "--generate's (padding, as in rollouts); otherwise all of its length")
     p.add_argument("--eager", action="store_true", help="vLLM without torch.compile: starts in seconds, runs slower")
     p.add_argument("--measure", default="train,generate", help="what to time: train, generate or both")
     p.add_argument("--out", default="runs/pretrained-cost")
     args = p.parse_args(argv)
     measure, engines = args.measure.split(","), args.engines.split(",")
-    unknown = sorted(set(measure) - {"train", "generate"}) + sorted(set(engines) - {"hf", "vllm"})
+    unknown = sorted(set(measure) - {"train", "generate"}) + sorted(set(engines) - {"hf", "hf-repeated-kv", "vllm"})
     if unknown:
         p.error(f"unknown --measure or --engines value(s) {unknown}: --measure takes train and generate, "
-                "--engines hf and vllm")
+                "--engines hf, hf-repeated-kv and vllm")
     from algorithms.compute import cpu_name
 
     model = args.model or smollm2()
@@ -207,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = [dict(common, kind="train", bf16=bf16, lora=lora, batch=shape[0])
                 for bf16 in precisions for lora in (0, args.lora) if "train" in measure]
     settings += [dict(common, kind="generate", engine=engine, eager=args.eager, bf16=bf16, lora=0, batch=shape[1],
-                      new_tokens=args.new_tokens)
+                      new_tokens=args.new_tokens, ragged=args.ragged)
                  for engine in engines for bf16 in precisions if "generate" in measure]
     results = run(settings)
     out = Path(args.out)
