@@ -71,10 +71,11 @@ AttentionMaskInterface.register(UNREPEATED, sdpa_mask)  # the masks sdpa takes
 
 @contextmanager
 def _unrepeated_kv(model: torch.nn.Module) -> Iterator[None]:
-    """Decode with ``_sdpa_unrepeated`` where the model uses transformers' ``sdpa``, then put ``sdpa`` back
-    (the backend usually holds the trainer's model, whose loss may take another path)."""
+    """Decode with ``_sdpa_unrepeated`` where a model on the CPU uses transformers' ``sdpa``, then put
+    ``sdpa`` back (the backend usually holds the trainer's model, whose loss may take another path). Only
+    the CPU: there it was measured; on CUDA a mask with ``enable_gqa`` sends torch to its slow math kernel."""
     config = model.config
-    if getattr(config, "_attn_implementation", None) != "sdpa":
+    if getattr(config, "_attn_implementation", None) != "sdpa" or next(model.parameters()).device.type != "cpu":
         yield
         return
     config._attn_implementation = UNREPEATED
