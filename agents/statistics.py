@@ -131,14 +131,23 @@ def markdown_table(rows: list[dict[str, Any]], group: Sequence[str] = GROUP) -> 
     """EM, F1 and format validity in percent, the rest in their units, each as ``mean [low, high]``
     (one decimal; none for counts of 100 and more), then a line saying which intervals."""
     metrics = [m for m in METRICS if any(m in r for r in rows)]
-    head = list(group) + ["episodes"] + [LABELS[m] for m in metrics]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = table_head([*group, "episodes", *(LABELS[m] for m in metrics)])
     for r in rows:
         cells = [str(r[g]) for g in group] + [str(r["episodes"])]
         cells += [cell_text(r[m], m) if m in r else "" for m in metrics]
         lines.append("| " + " | ".join(cells) + " |")
     note = FOOTNOTE + (" " + RECALL_NOTE if any(m in WHERE_FOUND for m in metrics) else "")
     return "\n".join(lines + ["", note])
+
+
+def table_head(columns: Sequence[str], align: str = "") -> list[str]:
+    """A markdown table's header row and its delimiter row, the delimiter made from the columns: one written
+    by hand drifts from its header, and GitHub does not render a table whose counts differ. ``align``: a
+    character a column, ``l`` (left) or ``r`` (right, for numbers); the columns it does not reach are left."""
+    if len(align) > len(columns) or set(align) - {"l", "r"}:
+        raise ValueError(f"align {align!r}: at most one of 'l' or 'r' for each of the {len(columns)} columns")
+    marks = ["---:" if a == "r" else "---" for a in align.ljust(len(columns), "l")]
+    return ["| " + " | ".join(columns) + " |", "|" + "|".join(marks) + "|"]
 
 
 def cell_text(value: Interval, metric: str) -> str:

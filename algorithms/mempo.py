@@ -414,7 +414,7 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
 
     from agents.backends import make_backend
     from agents.checkpoints import check_same_network, load_policy
-    from agents.statistics import jsonable, markdown_table, mean_ci, summarize
+    from agents.statistics import jsonable, markdown_table, mean_ci, summarize, table_head
     from algorithms.advantages import grpo_advantages, shuffled_within_groups
     from algorithms.batch import build_samples, generated_tokens
     from algorithms.compute import Setting, candidates, fastest, num_threads
@@ -649,15 +649,16 @@ def train_held(cfg: Config, data: tuple[QATask, QATask] | None, strategy: Contex
                                for name, episodes in infos.items()},  # per question: runs compare paired
                   "sampled_per_question": f1}
         (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
-        sampled_rows = "\n".join(f"| {name} | {percent(f1_ci)} | {percent(result['sampled_memory_recall'][name])} |"
-                                  for name, f1_ci in result["sampled_f1"].items())
+        sampled = "\n".join([*table_head(["policy", "sampled F1 %", "sampled memory recall %"]),
+                             *(f"| {name} | {percent(f1_ci)} | {percent(result['sampled_memory_recall'][name])} |"
+                               for name, f1_ci in result["sampled_f1"].items())])
         gains = ", ".join(f"{label} {100 * g:+.1f} ± {100 * ci:.1f} points" for label, (g, ci) in
                           zip(("greedy EM", "greedy F1", "sampled F1"), result["gain"].values()))
         text = (f"Greedy, one episode per question:\n\n{markdown_table(rows)}\n\n"
                 f"Sampled at temperature {cfg.temperature}, {cfg.eval_samples} episodes per question "
                 f"(mean ± 95% Student-t half-width over the {cfg.eval_episodes} questions; memory recall: of the "
                 f"gold evidence found, the share each turn's <mem> kept, over the questions that found some):\n\n"
-                f"| policy | sampled F1 % | sampled memory recall % |\n|---|---|---|\n{sampled_rows}\n\n"
+                f"{sampled}\n\n"
                 f"trained - start, paired on the same questions (95% Student-t interval): {gains}")
         (run_dir / "eval.md").write_text(text + "\n")
         tracker.log({f"eval/{name}_{m}": row[m][0] for name, row in result["eval"].items() for m in ("em", "f1")}

@@ -42,6 +42,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 import mempo_env  # noqa: E402,F401
 from agents.backends import HFBackend, VLLMBackend  # noqa: E402
+from agents.statistics import table_head  # noqa: E402
 from algorithms.tiny_policy import build_model, build_tiny_policy  # noqa: E402
 from mempo_env.views import render_prompt  # noqa: E402
 
@@ -143,9 +144,8 @@ def main() -> None:
         rows = {name: measure(name, Path(tmp)) for name in MODELS}
     print(f"\nbatch {BATCH} x {NEW_TOKENS} sampled tokens, fp32, generated tokens/s (median of {REPEATS} "
           "interleaved batches)\n")
-    print("| model | cores | HF | vLLM compiled | vLLM eager | vLLM / HF | vLLM start, compiled / eager "
-          "| weight sync |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(*table_head(["model", "cores", "HF", "vLLM compiled", "vLLM eager", "vLLM / HF",
+                       "vLLM start, compiled / eager", "weight sync"]), sep="\n")
     for name, result in rows.items():
         for cores, r in result.items():
             t, start = r["tokens_per_s"], r["start_s"]

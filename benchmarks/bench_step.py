@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 results[name].append(one_run(tree, settings, run_dir))
                 print(f"round {r} {name}: " + ", ".join(f"{turns_per_second(results[name][-1], c):.2f} turns per "
                                                         f"{c} second" for c in CLOCKS), flush=True)
+    from agents.statistics import table_head
     from algorithms.compute import cpu_name
 
     result: dict[str, Any] = {"baseline": args.baseline, "cpu": cpu_name(), "threads": args.threads,
@@ -124,8 +125,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         split = {name: {k: statistics.median(sum(s[clock][k] for s in run) / len(run) for run in runs)
                         for k in PHASES if k in runs[0][0][clock]} for name, runs in results.items()}
         result[clock] = {"ratios": ratios, "ratio": statistics.median(ratios), "split_s": split}
-        lines += ["", f"{clock} clock:", "", "| code | generation | memory-reward scoring | update | step | turns/s |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", f"{clock} clock:", "",
+                  *table_head(["code", "generation", "memory-reward scoring", "update", "step", "turns/s"])]
         for name, runs in results.items():
             t = split[name]
             rate = statistics.median(turns_per_second(run, clock) for run in runs)

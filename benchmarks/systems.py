@@ -76,7 +76,9 @@ def _ratio(ratio: float, share: bool) -> str:
 
 def ratio_table(found: dict[str, dict[str, Any]]) -> str:
     """One markdown row per measurement with a baseline: both times and their ratio."""
-    lines = ["| measured | time | baseline (same run) | baseline time | measured / baseline |", "|---|---|---|---|---|"]
+    from agents.statistics import table_head
+
+    lines = table_head(["measured", "time", "baseline (same run)", "baseline time", "measured / baseline"])
     for label, m in found.items():
         if m["vs"] is None:
             continue

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from agents.statistics import interval, jsonable, markdown_table, mean_ci, summarize
+from agents.statistics import interval, jsonable, markdown_table, mean_ci, summarize, table_head
 
 Z = 1.959963984540054  # the 97.5% normal quantile
 
@@ -96,3 +96,12 @@ def test_a_single_episode_row_reads_n_a():
     table = markdown_table(summarize(episodes("oracle", [1.0])))
     assert "| 100.0 [20.7, 100.0] |" in table and "| 2.0 [n/a] |" in table
     assert jsonable(summarize(episodes("oracle", [1.0])))[0]["n_turns"]["low"] is None
+
+
+def test_a_table_head_counts_its_delimiters_from_its_columns():
+    assert table_head(["arm", "F1 %", "TT tokens"], align="lr") == ["| arm | F1 % | TT tokens |", "|---|---:|---|"]
+    assert table_head(["a", "b"]) == ["| a | b |", "|---|---|"]
+    with pytest.raises(ValueError, match="align"):
+        table_head(["a"], align="lr")  # more marks than columns
+    with pytest.raises(ValueError, match="align"):
+        table_head(["a", "b"], align="c")

@@ -43,7 +43,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agents.statistics import FOOTNOTE, cell_text, jsonable, mean_ci, summarize
+from agents.statistics import FOOTNOTE, cell_text, jsonable, mean_ci, summarize, table_head
 from algorithms.sft import SHIPPED, SFTConfig, oracle_turns, recipe, warm_up
 from benchmarks.experiments.learner_comparison.comparison import in_parallel
 from benchmarks.experiments.learner_comparison.report import commit, machine
@@ -256,8 +256,7 @@ def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _pivot(title: str, strategies: Sequence[str], objectives: Sequence[int], cell: Any) -> list[str]:
     """A table of one value per horizon (rows) and strategy (columns)."""
-    return ["", f"### {title}", "", "| objectives | " + " | ".join(strategies) + " |",
-            "|---" * (len(strategies) + 1) + "|",
+    return ["", f"### {title}", "", *table_head(["objectives", *strategies]),
             *(f"| {k} | " + " | ".join(cell(s, k) for s in strategies) + " |" for k in objectives)]
 
 
@@ -289,12 +288,12 @@ def markdown(records: list[dict[str, Any]], builds: dict[str, dict[str, Any]], s
     lines += _pivot("(e) Peak tokens (PT) per episode, fine-tuned", strategies, ks, value("fine-tuned", "peak_tokens"))
     last = max(ks)
     lines += ["", f"### (f) The oracle at {last} objectives: the same searches in every strategy that shows "
-              "it its last turn", "", "| strategy | F1 % | TT tokens | PT tokens |", "|---|---|---|---|"]
+              "it its last turn", "", *table_head(["strategy", "F1 %", "TT tokens", "PT tokens"])]
     lines += [f"| {s} | " + " | ".join(value("oracle", m)(s, last) for m in ("f1", "total_tokens", "peak_tokens"))
               + " |" for s in strategies]
     lines += ["", "### (g) What each fine-tune cost", "",
-              "| strategy | build | turns trained | tokens trained | rendering the oracle turns | training | "
-              "per step | compute |", "|---|---|---|---|---|---|---|---|"]
+              *table_head(["strategy", "build", "turns trained", "tokens trained", "rendering the oracle turns",
+                           "training", "per step", "compute"])]
     for s in strategies:
         b = builds[s]
         if "same_as" in b:
@@ -308,7 +307,7 @@ def markdown(records: list[dict[str, Any]], builds: dict[str, dict[str, Any]], s
                      f"{build['seconds'] / cfg['steps']:.1f} s | {build['compute']} |")
     head = ["strategy", "objectives", "F1 %", *OUTCOMES, "summaries per episode", "summary outcomes"]
     lines += ["", "### (h) Where each strategy breaks: how the fine-tuned policies' episodes end", "",
-              "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+              *table_head(head)]
     by_cell = {(r["agent"], r["context"], r["objectives"]): r for r in failure_rows}
     for s in strategies:
         for k in ks:

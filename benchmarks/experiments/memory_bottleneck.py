@@ -83,10 +83,10 @@ def split(records: list[dict[str, Any]], pool_seeds: bool = False) -> list[dict[
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| objectives | view | agent | episodes | F1 % | " + " | ".join(f"{c}: episodes %, F1 points"
-                                                                      for c in CAUSES)
-            + " | wrong number of parts |")
-    lines = [head, "|" + "---|" * (5 + len(CAUSES) + 1)]
+    from agents.statistics import table_head
+
+    lines = table_head(["objectives", "view", "agent", "episodes", "F1 %",
+                        *(f"{c}: episodes %, F1 points" for c in CAUSES), "wrong number of parts"])
     for r in rows:
         causes = " | ".join(f"{r['share'][c]:.0f}, {r['points'][c]:.1f}" for c in CAUSES)
         lines.append(f"| {r['objectives']} | {r['context']} | {r['agent']} | {r['episodes']} | {r['f1']:.1f} | "

@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.statistics import table_head
 from mempo_env.env import SEARCH_MODES
 
 # torch, transformers and matplotlib come inside the functions that use them: --help stays fast.
@@ -474,9 +475,8 @@ def percent(share: float | None) -> str:
 
 def table(summaries: dict[str, dict[str, Any]]) -> str:
     """The Markdown table: one row per run (a horizon, or a horizon at another temperature)."""
-    head = ("| run | turns (groups) | recall mean ± sd | recall = 1 % | P_mem > 0.9 % | duplicate mem % | "
-            "r(R_mem, recall) | at same progress | r(P_mem, recall) | r(R_mem, EM) | r(R_mem, found) |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    lines = table_head(["run", "turns (groups)", "recall mean ± sd", "recall = 1 %", "P_mem > 0.9 %", "duplicate mem %",
+                        "r(R_mem, recall)", "at same progress", "r(P_mem, recall)", "r(R_mem, EM)", "r(R_mem, found)"])
     for name, s in summaries.items():
         c = s["correlations"]
         spread = "n/a" if s["recall_mean"] is None else f"{s['recall_mean']:.3f} ± {s['recall_sd']:.3f}"
@@ -493,9 +493,8 @@ def variant_table(summaries: dict[str, dict[str, Any]]) -> str:
     non-zero advantage), its memory advantage's r with recall at equal progress, with the evidence found and
     with EM, the content and progress shares of its variance (the module docstring) and its content share less
     the first variant's (the spec's), each with its interval."""
-    head = ("| run | variant | turns paid % (non-zero) | r(A, recall) at equal progress | r(A, found) | r(A, EM) | "
-            "content share % | progress share % | content share − first's, points |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    lines = table_head(["run", "variant", "turns paid % (non-zero)", "r(A, recall) at equal progress", "r(A, found)",
+                        "r(A, EM)", "content share %", "progress share %", "content share − first's, points"])
     for name, s in summaries.items():
         c = s["correlations"]
         names = list(s.get("variants", {}))
@@ -513,9 +512,8 @@ def on_mem_table(summaries: dict[str, dict[str, Any]]) -> str:
     """What each arm puts on a scored turn's ``<mem>`` tokens (``on_mem``), one row per run and arm: GRPO's
     A_out, then each variant's A_out + A_mem, with the variant table's columns and the content share less
     GRPO's. Empty for a record from before the outcome advantage was kept."""
-    head = ("| run | on the `<mem>` tokens | r(A, recall) at equal progress | r(A, found) | r(A, EM) | "
-            "content share % | progress share % | content share − GRPO's, points |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    lines = table_head(["run", "on the `<mem>` tokens", "r(A, recall) at equal progress", "r(A, found)", "r(A, EM)",
+                        "content share %", "progress share %", "content share − GRPO's, points"])
     for name, s in summaries.items():
         c = s["correlations"]
         if f"{OUTCOME}~content share" not in c:
@@ -532,9 +530,9 @@ def diagnostics(summaries: dict[str, dict[str, Any]]) -> str:
     """Why a correlation is what it is, one row per run: the sizes, EM, the spread of recall, how often P is
     near 1 (at any scored turn and at the answering turns), ties and duplicate memories within a question's
     pool, and the share of the scored log-probability on the ``;`` separators."""
-    head = ("| run | turns | episodes | EM % | P_mem mean | P_full mean | R_mem sd | P_mem > 0.9 % (answering) | "
-            "P_full > 0.9 % | R_mem near ties % | separators' share of log P_mem, P_full % |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    lines = table_head(["run", "turns", "episodes", "EM %", "P_mem mean", "P_full mean", "R_mem sd",
+                        "P_mem > 0.9 % (answering)", "P_full > 0.9 %", "R_mem near ties %",
+                        "separators' share of log P_mem, P_full %"])
     for name, s in summaries.items():
         lines.append(
             f"| {name} | {s['scored_turns']} | {s['episodes']} | {percent(s['em_mean'])} | {s['p_mem_mean']:.3f} | "
@@ -549,8 +547,7 @@ def details(summaries: dict[str, dict[str, Any]]) -> str:
     """Every signal's correlations (the variants' advantages included), one row per run and signal: with recall
     (over all turns, within question groups, at the same progress), with the episode's EM and with the evidence
     found (over all turns)."""
-    head = "| run | signal | recall | recall within groups | recall at same progress | EM | found |"
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    lines = table_head(["run", "signal", "recall", "recall within groups", "recall at same progress", "EM", "found"])
     for name, s in summaries.items():
         c = s["correlations"]
         for x in [*SIGNALS, *(VARIANT.format(v) for v in s.get("variants", {}))]:

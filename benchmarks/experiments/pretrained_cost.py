@@ -172,8 +172,10 @@ def run(settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| what | precision | fine-tuning | batch | threads | tokens/s | seconds | peak memory GB |",
-             "|---|---|---|---|---|---|---|---|"]
+    from agents.statistics import table_head
+
+    lines = table_head(["what", "precision", "fine-tuning", "batch", "threads", "tokens/s", "seconds",
+                        "peak memory GB"])
     for r in results:
         engine = r.get("engine", "hf") + (", ragged" if r.get("ragged") else "")
         what = "train step" if r["kind"] == "train" else f"generate {r['new_tokens']} new ({engine})"

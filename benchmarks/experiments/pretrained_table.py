@@ -69,11 +69,10 @@ def cells(records: list[dict[str, Any]], task: str, prompt: str) -> list[dict[st
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    from agents.statistics import FOOTNOTE, RECALL_NOTE, cell_text
+    from agents.statistics import FOOTNOTE, RECALL_NOTE, cell_text, table_head
 
     keys = ["task", "policy", "prompt", "context", "objectives", "episodes"]
-    head = keys + [label for _, label in COLUMNS]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = table_head(keys + [label for _, label in COLUMNS])
     for r in rows:
         # cell_text scales its own percent metrics; "f1" stands for any share
         values = [cell_text(r[m], "f1" if m in PERCENT else m) if m in r else "-" for m, _ in COLUMNS]

@@ -509,7 +509,9 @@ def run_cases(names: list[str], trials: int) -> list[Try]:
 
 
 def table(tries: list[Try]) -> str:
-    rows = ["| case | tried | " + " | ".join(OUTCOMES) + " |", "|---|" + "---:|" * (len(OUTCOMES) + 1)]
+    from agents.statistics import table_head
+
+    rows = table_head(["case", "tried", *OUTCOMES], align="l" + "r" * (len(OUTCOMES) + 1))
     for case in dict.fromkeys(t.case for t in tries):
         counts = [sum(t.case == case and t.outcome == o for t in tries) for o in OUTCOMES]
         rows.append(f"| {case} | {sum(counts)} | " + " | ".join(map(str, counts)) + " |")

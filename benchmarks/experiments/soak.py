@@ -35,6 +35,7 @@ import numpy as np
 from gymnasium.wrappers.vector import DictInfoToList
 
 import mempo_env  # noqa: F401  (registers MemSearchQA-v0)
+from agents.statistics import table_head
 from benchmarks.extras import runnable
 from mempo_env.spaces import ChatMessages
 
@@ -303,8 +304,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.paths = runnable(parser, args.paths, list(PATHS), NEEDS)
     failed = False
-    print("| path | view | actions | episodes | surrogates replaced | observation overflows | largest observation "
-          "(bytes) | seconds | failures |\n|---|---|---|---|---|---|---|---|---|")
+    print(*table_head(["path", "view", "actions", "episodes", "surrogates replaced", "observation overflows",
+                       "largest observation (bytes)", "seconds", "failures"]), sep="\n")
     for path_name in args.paths:
         for context in args.contexts:
             r = run(path_name, context, args.actions, num_envs=args.num_envs, seed=args.seed)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.episode_log import load_done
-from agents.statistics import METRICS, mean_ci, units_to_resolve
+from agents.statistics import METRICS, mean_ci, table_head, units_to_resolve
 from benchmarks.experiments.learner_comparison.memory import MEMORY, with_memory
 from benchmarks.experiments.learner_comparison.settings import (
     ARMS,
@@ -24,12 +24,6 @@ from benchmarks.experiments.learner_comparison.settings import (
     arms_of,
 )
 from benchmarks.report import load_run
-
-
-def head(columns: str) -> list[str]:
-    """A markdown table's header and its delimiter row, whose cells are counted from the header: a count
-    written by hand drifts from its header, and GitHub does not render such a table."""
-    return [columns, "|---" * len(columns.strip().strip("|").split("|")) + "|"]
 
 
 def load_records(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -310,8 +304,9 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
     long = [h for h in settings["objectives"] if h >= settings["long_from"]]
     span = f"{long[0]}-{long[-1]}" if long else "–"
     lines = ["", "### Learning: each arm against the control (same seeds and questions) and its start", "",
-             *head(f"| arm | training reward, 2nd half | − control (paired by seed) | by seed | sampled F1 % at {k} "
-                   f"| − start | − control | greedy F1 % at {span} | − start | − control |")]
+             *table_head(["arm", "training reward, 2nd half", "− control (paired by seed)", "by seed",
+                          f"sampled F1 % at {k}", "− start", "− control", f"greedy F1 % at {span}", "− start",
+                          "− control"])]
     for row in tables["learning"]:
         by_seed = ", ".join(f"{v:+.2f}" for v in row.get("reward - control by seed", {}).values() if v is not None)
         reward = row.get("reward")
@@ -321,8 +316,8 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
     lines += ["", "### Memory recall: each arm against the control and its start", "",
               "Of the gold evidence an episode found, the share its last `<mem>` keeps "
               "(`episode_memory_recall`; an episode that found none is left out), %.", "",
-              *head(f"| arm | training rollouts, 2nd half | − control (paired by seed) | sampled at {k} | − start "
-                    f"| − control | greedy at {span} | − start | − control |")]
+              *table_head(["arm", "training rollouts, 2nd half", "− control (paired by seed)", f"sampled at {k}",
+                           "− start", "− control", f"greedy at {span}", "− start", "− control"])]
     for row in tables["learning"]:
         lines.append(" | ".join([
             f"| {row['arm']}",
@@ -332,7 +327,7 @@ def learning_markdown(tables: dict[str, list], settings: dict[str, Any]) -> list
               "Last column: how many training seeds like these a mean of this size needs before its 95% interval "
               "over seeds excludes 0 (`agents.statistics.units_to_resolve`; –: a zero mean, one seed, or over "
               "10,000).",
-              "", *head("| measure | mempo − grpo | by training seed | seeds to clear 0 |")]
+              "", *table_head(["measure", "mempo − grpo", "by training seed", "seeds to clear 0"])]
     lines += ["| " + " | ".join([row["measure"], *paired_cells(row, "mempo - grpo")]) + " |"
               for row in tables["mempo_grpo"]]
     lines.append("")
@@ -366,7 +361,7 @@ def variants_markdown(rows: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["", "### Each memory-reward variant − MemPO and − GRPO", "",
              "Paired by training seed as MemPO − GRPO above; last column as there.", "",
-             *head("| difference | measure | mean ± 95% over seeds | by training seed | seeds to clear 0 |")]
+             *table_head(["difference", "measure", "mean ± 95% over seeds", "by training seed", "seeds to clear 0"])]
     lines += ["| " + " | ".join([row["pair"], row["measure"], *paired_cells(row, "difference")]) + " |"
               for row in rows]
     lines.append("")
@@ -385,8 +380,8 @@ def memory_markdown(rows: list[dict[str, Any]], k: int, span: str) -> list[str]:
              "the share of their lines that repeat an earlier line of the same `<mem>`. Then mean [95% interval "
              "over the questions] of each arm's seeds averaged per question; –: not measured (an archive made "
              "before these fields).", "",
-             *head(f"| arm | sampled at {k}: chars | copies % | repeated lines % | greedy at {span}: chars | copies % "
-                   "| repeated lines % |")]
+             *table_head(["arm", f"sampled at {k}: chars", "copies %", "repeated lines %", f"greedy at {span}: chars",
+                          "copies %", "repeated lines %"])]
     for row in rows:
         cells = ["–" if row[f"{kind} {m}"] is None else text(row[f"{kind} {m}"], scale, digits, bounded=True)
                  for kind in ("sampled", "greedy")
@@ -449,7 +444,7 @@ def markdown(tables: dict[str, list], settings: dict[str, Any]) -> str:
             lines.append(f"No evaluated horizon reaches {settings['long_from']} objectives.")
             continue
         columns = [c for c in columns if any(row[c[0]] is not None for row in tables[name])]  # the arms compared
-        lines += head("| objectives | " + " | ".join(h for _, h, _, _ in columns) + " |")
+        lines += table_head(["objectives", *(h for _, h, _, _ in columns)])
         for row in tables[name]:
             cells = ["–" if row[key] is None else
                      text(row[key], s, d, bounded=key in (*POLICIES, WARMUP_FULL) and not row.get("difference"))

@@ -200,8 +200,10 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "concurrency.json").write_text(json.dumps({"index": args.index, "episodes": args.episodes, "rows": rows},
                                                      indent=1))
-    print("| path | sessions | episodes played | lost | episodes/s | searches/s | MB a session (PSS) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    from agents.statistics import table_head
+
+    print(*table_head(["path", "sessions", "episodes played", "lost", "episodes/s", "searches/s",
+                       "MB a session (PSS)"], align="lrrrrrr"), sep="\n")
     for r in rows:
         if "skipped" in r:
             print(f"| {r['path']} | {r['sessions']} | skipped: {r['skipped']} | | | | |")

@@ -64,8 +64,10 @@ def measure(size: int, out: Path, rounds: int, workers: int) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| passages | terms | disk GB | first open s | open s | of which vocab checksum s | verify=True s |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    from agents.statistics import table_head
+
+    lines = table_head(["passages", "terms", "disk GB", "first open s", "open s", "of which vocab checksum s",
+                        "verify=True s"], align="r" * 7)
     lines += [f"| {r['passages']:,} | {r['num_terms']:,} | {r['disk_bytes'] / 1e9:.2f} | {r['first_open_s']:.2f} | "
               f"{r['open_s']:.3f} | {r['vocab_checksum_s']:.3f} | {r['verify_s']:.2f} |" for r in rows]
     return "\n".join(lines)

@@ -261,9 +261,11 @@ LEVELS = [str(c) for c in CLIENTS] + ["{}x{}".format(*BATCHED)]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| passages | impl | build s | build GB | disk GB | load s | RSS GB | 1 query p50 / p99 ms | "
-             "batched ms/q | " + " | ".join(f"server q/s @{c}" for c in LEVELS) + " |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(LEVELS)]
+    from agents.statistics import table_head
+
+    lines = table_head(["passages", "impl", "build s", "build GB", "disk GB", "load s", "RSS GB",
+                        "1 query p50 / p99 ms", "batched ms/q", *(f"server q/s @{c}" for c in LEVELS)],
+                       align="rl" + "r" * (7 + len(LEVELS)))
     for row in rows:
         for impl in ("new", "old", "lucene"):
             if impl not in row:
