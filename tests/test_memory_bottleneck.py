@@ -40,8 +40,9 @@ def test_the_points_add_up_to_the_cells_f1_gap(tmp_path: Path, capsys) -> None:
     assert sum(row["points"].values()) == pytest.approx(100 - row["f1"])
     assert row["points"]["dropped"] == pytest.approx(100 * 1.0 / 6) and row["share"]["answer"] == pytest.approx(100 / 6)
     assert row["wrong_parts"] == 1
+    assert (row["right_parts"], row["answered"]) == (4, 5)  # of the 5 answers, "a" has 1 part for 2 questions
     mb.main([str(tmp_path)])
-    row_line = "| 2 | memory | p | 6 | 41.7 | 17, 16.7 | 17, 8.3 | 33, 16.7 | 17, 16.7 | 1 of 1 |"
+    row_line = "| 2 | memory | p | 6 | 41.7 | 17, 16.7 | 17, 8.3 | 33, 16.7 | 17, 16.7 | 1 of 1 | 4 of 5 |"
     assert row_line in capsys.readouterr().out
 
 

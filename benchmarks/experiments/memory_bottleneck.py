@@ -16,6 +16,9 @@ summed over its episodes, by the first thing that went wrong in an episode that 
 - **answer**: found and kept, and the answer is still wrong (of those, how many answers have a
   wrong number of ``;``-separated parts, which misaligns every part after the slip).
 
+A last column counts, of every answered episode, the answers with as many parts as the episode has
+questions: a policy that answers two questions with one part scores at most half of each.
+
 Each is a share of the cell's episodes and the F1 points it costs the cell (its episodes' 1 − F1
 over all the cell's episodes): the "dropped" points bound what better memory could add there.
 Several folders are read together; ``--pool-seeds`` makes one cell of an arm's training seeds
@@ -78,6 +81,8 @@ def split(records: list[dict[str, Any]], pool_seeds: bool = False) -> list[dict[
             "share": {c: 100 * len(by_cause[c]) / n for c in CAUSES},
             "points": {c: 100 * sum(1 - r["f1"] for r in by_cause[c]) / n for c in CAUSES},
             "wrong_parts": sum(wrong_parts(r) for r in by_cause["answer"]),
+            "answered": sum(bool(r["answer"]) for r in rs),
+            "right_parts": sum(bool(r["answer"]) and not wrong_parts(r) for r in rs),
         })
     return rows
 
@@ -86,11 +91,13 @@ def table(rows: list[dict[str, Any]]) -> str:
     from agents.statistics import table_head
 
     lines = table_head(["objectives", "view", "agent", "episodes", "F1 %",
-                        *(f"{c}: episodes %, F1 points" for c in CAUSES), "wrong number of parts"])
+                        *(f"{c}: episodes %, F1 points" for c in CAUSES), "wrong number of parts",
+                        "answers in the right number of parts"])
     for r in rows:
         causes = " | ".join(f"{r['share'][c]:.0f}, {r['points'][c]:.1f}" for c in CAUSES)
+        answer_cause = round(r["share"]["answer"] * r["episodes"] / 100)
         lines.append(f"| {r['objectives']} | {r['context']} | {r['agent']} | {r['episodes']} | {r['f1']:.1f} | "
-                     f"{causes} | {r['wrong_parts']} of {round(r['share']['answer'] * r['episodes'] / 100)} |")
+                     f"{causes} | {r['wrong_parts']} of {answer_cause} | {r['right_parts']} of {r['answered']} |")
     return "\n".join(lines)
 
 
