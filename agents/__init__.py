@@ -23,7 +23,8 @@ def make_agent(spec: str) -> Agent:
       ``top_p``, ``seed``, ``dtype``, ``device``, ``batch_size``); a GGUF checkpoint is
       ``hf:FILE.gguf`` or ``hf:DIR#gguf_file=NAME.gguf`` (the ``pretrained`` extra);
     - ``vllm:PATH``: the same with in-process vLLM (sampling options as above; others go to
-      ``vllm.LLM``, e.g. ``enforce_eager=true``, ``max_model_len=4096``);
+      ``vllm.LLM``, e.g. ``enforce_eager=true``, ``max_model_len=4096``; ``dtype`` float32 unless
+      given, as for ``hf:``);
     - ``openai:URL#MODEL``: an OpenAI-compatible server, e.g.
       ``openai:http://127.0.0.1:8000/v1#my-model#concurrency=16`` (options: ``api`` chat or
       completions, ``tokenizer``, ``max_tokens``, ``temperature``, ``top_p``, ``seed``,

@@ -193,3 +193,5 @@ def test_vllm_agent_acts_as_the_hf_agent(policy_dir: Path) -> None:
     vllm_agent = make_agent(f"vllm:{policy_dir}#enforce_eager=true#max_model_len=1024#max_new_tokens=12")
     hf_agent = make_agent(f"hf:{policy_dir}#max_new_tokens=12")
     assert vllm_agent.act_batch(observations, [{}] * 3) == hf_agent.act_batch(observations, [{}] * 3)
+    # as hf: does, in float32: vLLM's "auto" would downcast this float32 checkpoint to bfloat16
+    assert vllm_agent.backend.llm.llm_engine.model_config.dtype == torch.float32
