@@ -139,11 +139,28 @@ def spec_of(agent: str | Agent) -> str:
     return agent if isinstance(agent, str) else f"{type(agent).__name__}:{agent.name}"
 
 
-def build_agents(agents: Mapping[str, str | Agent]) -> dict[str, Agent]:
-    """Label -> agent, each spec string built (a model agent loads its weights here)."""
+ENGINES = ("hf", "vllm")
+
+
+def on_engine(spec: str | Agent, engine: str) -> str | Agent:
+    """The spec that computes ``spec`` on ``engine``: ``engine="vllm"`` serves an ``hf:`` checkpoint with
+    the same path and options by vLLM. Both are float32 and greedy unless told otherwise, so they are one
+    policy computed two ways, as on two processors; a folder keeps the ``hf:`` spec and each episode the
+    engine that played it (docs/benchmarks.md)."""
+    if engine not in ENGINES:
+        raise BenchmarkError(f"engine must be one of {ENGINES}, not {engine!r}")
+    if engine == "vllm" and isinstance(spec, str) and spec.startswith("hf:"):
+        return "vllm:" + spec.removeprefix("hf:")
+    return spec
+
+
+def build_agents(agents: Mapping[str, str | Agent], engine: str = "hf") -> dict[str, Agent]:
+    """Label -> agent, each spec string built on ``engine`` (``on_engine``; a model agent loads its
+    weights here)."""
     built = {}
     for label, agent in agents.items():
         try:
+            agent = on_engine(agent, engine)
             built[label] = make_agent(agent) if isinstance(agent, str) else agent
         except CheckpointError as e:  # a path that is no usable policy (agents.checkpoints): one line
             raise BenchmarkError(f"cannot load agent {agent!r}: {e}") from None
@@ -229,6 +246,7 @@ def evaluate(
     record_retrieval: str | Path | None = None,
     replay_retrieval: str | Path | None = None,
     batch_size: int = 32,
+    engine: str = "hf",
     plots: bool = True,
     verbose: bool = True,
 ) -> list[dict[str, Any]]:
@@ -247,8 +265,9 @@ def evaluate(
     ``{label: spec or Agent}`` mapping. ``record_retrieval``: a log of this call's searches, so
     the folder must not hold episodes of the grid already unless the log is that run's own.
     ``max_context_tokens`` (needs ``tokenizer``): an episode whose next prompt is longer ends unanswered
-    (the environment's ``context_overflow``), for a model whose window it exceeds. ``verbose``: a
-    progress bar, and the table printed at the end.
+    (the environment's ``context_overflow``), for a model whose window it exceeds. ``engine``: ``vllm``
+    plays the ``hf:`` checkpoints with vLLM (``on_engine``; their episodes record ``"engine": "vllm"``).
+    ``verbose``: a progress bar, and the table printed at the end.
     """
     objectives = list(objectives)
     if not objectives or any(not isinstance(k, int) or k < 1 for k in objectives) or len(set(objectives)) < len(
@@ -287,6 +306,7 @@ def evaluate(
                 **({"search": search_mode} if search_mode != "retriever" else {})}
     labelled = label_agents(agents)
     specs = {label: spec_of(agent) for label, agent in labelled.items()}
+    moved = {label for label, agent in labelled.items() if on_engine(agent, engine) != agent}
     warn_prompt(specs, prompt)
     search = make_search(retriever, task, record_retrieval, replay_retrieval)
     out = Path(out_dir)
@@ -305,7 +325,7 @@ def evaluate(
                 "asked for; a run plays only what its folder lacks, so their searches would be missing from the "
                 "new log: record into a new out_dir (--out)")
         tok = load_tokenizer(tokenizer)
-        built = build_agents(labelled)  # last: a model agent loads its weights here
+        built = build_agents(labelled, engine)  # last: a model agent loads its weights here
         grid = {"agents": list(built), "contexts": list(strategies), "objectives": objectives, "episodes": episodes}
         write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
                                                 "last_grid": grid}, indent=1))
@@ -326,7 +346,7 @@ def evaluate(
                         for _ in range(min(batch_size, len(eps)))]
                 for i, record in play(built[label], envs, [seed + e for e in eps]):
                     head = {"agent": label, "context": context, "objectives": k, "episode": eps[i],
-                            "seed": seed + eps[i], "max_turns": turns}
+                            "seed": seed + eps[i], "max_turns": turns, **({"engine": engine} if label in moved else {})}
                     sink.write(json.dumps({**head, **record}) + "\n")
                     sink.flush()
                     bar.update()
@@ -378,6 +398,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                    help="end an episode unanswered when its next prompt exceeds N tokens of --tokenizer "
                         "(the model's window less its generation budget)")
     p.add_argument("--batch", type=int, default=32, help="episodes played in lockstep per agent call")
+    p.add_argument("--engine", default="hf", choices=ENGINES,
+                   help="vllm: play the hf: checkpoints with vLLM, the same float32 greedy policy (the folder keeps "
+                        "their hf: specs; each episode records the engine)")
     p.add_argument("--out", default="runs/eval", help="output folder")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     args = p.parse_args(argv)
@@ -391,7 +414,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                            turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
                            max_context_tokens=args.max_context_tokens,
                            retriever=args.retriever, record_retrieval=args.record_retrieval,
-                           replay_retrieval=args.replay_retrieval, batch_size=args.batch, plots=not args.no_plots)
+                           replay_retrieval=args.replay_retrieval, batch_size=args.batch,
+                           engine=args.engine, plots=not args.no_plots)
     except (BenchmarkError, RunFolderError) as e:
         p.error(str(e))
     print(f"written to {args.out}")

@@ -308,3 +308,13 @@ def test_a_checkpoint_trained_here_played_with_another_prompt_is_warned_about(tm
     main(["--agents", "hf:algorithms/warmup", "--objectives", "1", "--context", "memory", "--episodes", "1",
           "--prompt", "eval", "--no-plots", "--out", str(tmp_path / "run")])
     assert "warning: hf:algorithms/warmup trained with the 'train' prompt" in capsys.readouterr().err
+
+
+def test_engine_moves_only_hf_checkpoints_to_vllm():
+    from benchmarks.run import on_engine
+
+    assert on_engine("hf:runs/ckpt#max_new_tokens=100", "vllm") == "vllm:runs/ckpt#max_new_tokens=100"
+    assert on_engine("hf:runs/ckpt", "hf") == "hf:runs/ckpt"
+    assert on_engine("oracle", "vllm") == "oracle" and on_engine("openai:http://x/v1#m", "vllm") == "openai:http://x/v1#m"
+    with pytest.raises(BenchmarkError, match="engine must be one of"):
+        on_engine("oracle", "sglang")

@@ -195,3 +195,23 @@ def test_vllm_agent_acts_as_the_hf_agent(policy_dir: Path) -> None:
     assert vllm_agent.act_batch(observations, [{}] * 3) == hf_agent.act_batch(observations, [{}] * 3)
     # as hf: does, in float32: vLLM's "auto" would downcast this float32 checkpoint to bfloat16
     assert vllm_agent.backend.llm.llm_engine.model_config.dtype == torch.float32
+
+
+def test_the_vllm_engine_plays_an_hf_policy_as_hf_does(policy_dir: Path, tmp_path: Path) -> None:
+    """``benchmarks.run --engine vllm``: the same episodes as HF, kept under the hf: spec, so either
+    engine resumes the folder; each episode records the engine that played it."""
+    import json
+
+    from agents.episode_log import read_episodes
+    from benchmarks.run import evaluate
+
+    spec = {"p": f"hf:{policy_dir}#max_new_tokens=12"}
+    common = dict(objectives=[2], contexts=["full"], max_turns=3, prompt="train", plots=False, verbose=False)
+    evaluate(spec, out_dir=tmp_path / "hf", episodes=3, **common)
+    evaluate(spec, out_dir=tmp_path / "vllm", episodes=3, engine="vllm", **common)
+    hf, vllm = (read_episodes(tmp_path / d / "episodes.jsonl") for d in ("hf", "vllm"))
+    assert [r["engine"] for r in vllm] == ["vllm"] * 3 and all("engine" not in r for r in hf)
+    assert [{k: v for k, v in r.items() if k != "engine"} for r in vllm] == hf
+    assert json.loads((tmp_path / "vllm" / "config.json").read_text())["agents"] == spec
+    evaluate(spec, out_dir=tmp_path / "vllm", episodes=4, **common)  # resumed on HF: one more episode
+    assert [r.get("engine") for r in read_episodes(tmp_path / "vllm" / "episodes.jsonl")] == ["vllm"] * 3 + [None]

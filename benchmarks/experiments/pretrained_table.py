@@ -85,12 +85,13 @@ def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tupl
           eval_prompt: Sequence[str] = (), objectives: Sequence[int] = (1, 2, 4), episodes: int = 30,
           max_turns: int = 8, turns_per_objective: int = 4, tokenizer: str | None = None,
           max_context_tokens: int | None = None, batch: int = 30, archive: str | Path | None = None,
-          play: bool = True) -> list[dict[str, Any]]:
+          engine: str = "hf", play: bool = True) -> list[dict[str, Any]]:
     """Play every missing episode of the grid, one ``benchmarks.run`` folder a task and prompt, then write
     the table. ``eval_prompt``: the labels played with the ``eval`` prompt, the rest with ``train``. The
     horizons are played one at a time across every task, so a table stopped early holds whole columns of
     its grid (every task at 1 objective first). ``archive``: restore the folders kept there first, and keep
-    each folder there (``benchmarks.folder_archive``) as each horizon of it is played. ``play=False``
+    each folder there (``benchmarks.folder_archive``) as each horizon of it is played. ``engine``:
+    ``benchmarks.run``'s (``vllm``: the ``hf:`` policies played by vLLM, the same policies). ``play=False``
     writes the table from the episodes the folders hold, playing none."""
     from benchmarks.folder_archive import archive_folder, restore
     from benchmarks.report import EPISODES, load_run
@@ -107,7 +108,8 @@ def build(agents: Sequence[str], *, out: str | Path, tasks: Sequence[str] = tupl
     if archive and Path(archive).is_dir():
         restore(archive, out)
     common = dict(episodes=episodes, max_turns=max_turns, turns_per_objective=turns_per_objective,
-                  tokenizer=tokenizer, max_context_tokens=max_context_tokens, batch_size=batch, plots=False)
+                  tokenizer=tokenizer, max_context_tokens=max_context_tokens, batch_size=batch, engine=engine,
+                  plots=False)
     for k in objectives if play else ():
         for task in tasks:
             for prompt, policies in by_prompt.items():
@@ -158,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="end an episode unanswered when its prompt exceeds N tokens (the model's window less "
                         "its generation budget; SmolLM2: 8192 - max_new_tokens)")
     p.add_argument("--batch", type=int, default=30, help="episodes in lockstep per model call")
+    p.add_argument("--engine", default="hf",
+                   help="hf, or vllm: play the hf: policies with vLLM (benchmarks.run --engine)")
     p.add_argument("--out", default="runs/pretrained-table")
     p.add_argument("--archive", default=None, metavar="DIR",
                    help="restore the folders kept in DIR first, and keep each there as it is played (light: no "
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
               objectives=[int(k) for k in args.objectives.split(",")], episodes=args.episodes,
               max_turns=args.max_turns, turns_per_objective=args.turns_per_objective, tokenizer=args.tokenizer,
               max_context_tokens=args.max_context_tokens, batch=args.batch, archive=args.archive,
-              play=not args.no_play)
+              engine=args.engine, play=not args.no_play)
     except (ValueError, BenchmarkError, RunFolderError) as e:
         p.error(str(e))
     print((Path(args.out) / "table.md").read_text())
