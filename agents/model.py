@@ -86,7 +86,7 @@ def hf_agent(path: str, **options: Any) -> ModelAgent:
 def vllm_agent(path: str, **options: Any) -> ModelAgent:
     """An HF checkpoint folder served by in-process vLLM; engine options go to ``vllm.LLM``. ``dtype``
     defaults to float32, as for ``hf:``: vLLM's own default downcasts a float32 checkpoint to bfloat16,
-    which would score another policy than ``hf:`` does, and run about 13x slower on a CPU without bf16
+    which would score another policy than ``hf:`` does, and emulate bfloat16 on a CPU without its
     instructions. vLLM 0.32 reads no GGUF: a GGUF checkpoint (as for ``hf:``) is de-quantised by
     transformers (float32) and served from a temporary HF copy (``VLLMBackend.for_model``)."""
     from agents.backends.vllm_engine import VLLMBackend
