@@ -154,13 +154,11 @@ def on_engine(spec: str | Agent, engine: str) -> str | Agent:
     return spec
 
 
-def build_agents(agents: Mapping[str, str | Agent], engine: str = "hf") -> dict[str, Agent]:
-    """Label -> agent, each spec string built on ``engine`` (``on_engine``; a model agent loads its
-    weights here)."""
+def build_agents(agents: Mapping[str, str | Agent]) -> dict[str, Agent]:
+    """Label -> agent, each spec string built (a model agent loads its weights here)."""
     built = {}
     for label, agent in agents.items():
         try:
-            agent = on_engine(agent, engine)
             built[label] = make_agent(agent) if isinstance(agent, str) else agent
         except CheckpointError as e:  # a path that is no usable policy (agents.checkpoints): one line
             raise BenchmarkError(f"cannot load agent {agent!r}: {e}") from None
@@ -306,7 +304,8 @@ def evaluate(
                 **({"search": search_mode} if search_mode != "retriever" else {})}
     labelled = label_agents(agents)
     specs = {label: spec_of(agent) for label, agent in labelled.items()}
-    moved = {label for label, agent in labelled.items() if on_engine(agent, engine) != agent}
+    played_as = {label: on_engine(agent, engine) for label, agent in labelled.items()}  # what plays: specs keep hf:
+    moved = {label for label in labelled if played_as[label] != labelled[label]}
     warn_prompt(specs, prompt)
     search = make_search(retriever, task, record_retrieval, replay_retrieval)
     out = Path(out_dir)
@@ -325,7 +324,7 @@ def evaluate(
                 "asked for; a run plays only what its folder lacks, so their searches would be missing from the "
                 "new log: record into a new out_dir (--out)")
         tok = load_tokenizer(tokenizer)
-        built = build_agents(labelled, engine)  # last: a model agent loads its weights here
+        built = build_agents(played_as)  # last: a model agent loads its weights here
         grid = {"agents": list(built), "contexts": list(strategies), "objectives": objectives, "episodes": episodes}
         write_atomic(out / CONFIG, json.dumps({"settings": settings, "agents": {**config.get("agents", {}), **specs},
                                                 "last_grid": grid}, indent=1))
